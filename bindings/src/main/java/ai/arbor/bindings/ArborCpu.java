@@ -1,0 +1,106 @@
+package ai.arbor.bindings;
+
+import org.bytedeco.javacpp.Loader;
+import org.bytedeco.javacpp.annotation.Cast;
+import org.bytedeco.javacpp.annotation.CriticalRegion;
+import org.bytedeco.javacpp.annotation.Platform;
+
+/**
+ * JavaCPP binding of the CPU half of Arbor's C ABI ({@code native/include/arbor/arbor.h}).
+ *
+ * <p>Declarations only: argument meaning, return codes and formulas are documented in the header.
+ * Pointers cross as {@code long} addresses (direct buffers, JavaCPP pointers, tensor data) or, in the
+ * {@link CriticalRegion} overloads, as pinned Java arrays. Nothing here validates anything — callers
+ * go through {@code ai.arbor.kernels}, which checks every size before calling.
+ */
+@Platform(compiler = "cpp17", include = {"arbor/arbor.h", "arbor_cpu.cpp"})
+public final class ArborCpu {
+    static {
+        Loader.load();
+    }
+
+    private ArborCpu() {}
+
+    public static final int OK = 0, ERR_ARG = 1, ERR_LABEL = 2, ERR_CUDA = 3, ERR_UNSUPPORTED = 4, ERR_NAN = 5;
+    public static final int F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4, U8 = 5;
+
+    public static native @Cast("const char*") org.bytedeco.javacpp.BytePointer arbor_cpu_isa();
+
+    public static native void arbor_cpu_force_scalar(int force);
+
+    // ---- token stats forward -------------------------------------------------------------------
+
+    public static native int arbor_cpu_token_stats_fwd_f32(@Cast("const float*") long logits, long rows, long vocab,
+            long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype, float temperature,
+            @Cast("const uint8_t*") long rowMask, @Cast("float*") long logprob, @Cast("float*") long entropy,
+            @Cast("float*") long lse, int numThreads);
+
+    public static native int arbor_cpu_token_stats_fwd_bf16(@Cast("const uint16_t*") long logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") long rowMask, @Cast("float*") long logprob,
+            @Cast("float*") long entropy, @Cast("float*") long lse, int numThreads);
+
+    public static native int arbor_cpu_token_stats_fwd_f16(@Cast("const uint16_t*") long logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") long rowMask, @Cast("float*") long logprob,
+            @Cast("float*") long entropy, @Cast("float*") long lse, int numThreads);
+
+    @CriticalRegion
+    public static native int arbor_cpu_token_stats_fwd_f32(@Cast("const float*") float[] logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") int[] labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") byte[] rowMask, float[] logprob, float[] entropy,
+            float[] lse, int numThreads);
+
+    // ---- token stats backward ------------------------------------------------------------------
+
+    public static native int arbor_cpu_token_stats_bwd_f32(@Cast("const float*") long logits, long rows, long vocab,
+            long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype, float temperature,
+            @Cast("const uint8_t*") long rowMask, @Cast("const float*") long lse, @Cast("const float*") long entropy,
+            @Cast("const float*") long gradLogprob, @Cast("const float*") long gradEntropy,
+            @Cast("void*") long gradLogits, int gradDtype, long gradRowStride, int numThreads);
+
+    public static native int arbor_cpu_token_stats_bwd_bf16(@Cast("const uint16_t*") long logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") long rowMask, @Cast("const float*") long lse,
+            @Cast("const float*") long entropy, @Cast("const float*") long gradLogprob,
+            @Cast("const float*") long gradEntropy, @Cast("void*") long gradLogits, int gradDtype,
+            long gradRowStride, int numThreads);
+
+    public static native int arbor_cpu_token_stats_bwd_f16(@Cast("const uint16_t*") long logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") long rowMask, @Cast("const float*") long lse,
+            @Cast("const float*") long entropy, @Cast("const float*") long gradLogprob,
+            @Cast("const float*") long gradEntropy, @Cast("void*") long gradLogits, int gradDtype,
+            long gradRowStride, int numThreads);
+
+    @CriticalRegion
+    public static native int arbor_cpu_token_stats_bwd_f32(@Cast("const float*") float[] logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") int[] labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") byte[] rowMask, @Cast("const float*") float[] lse,
+            @Cast("const float*") float[] entropy, @Cast("const float*") float[] gradLogprob,
+            @Cast("const float*") float[] gradEntropy, @Cast("void*") float[] gradLogits, int gradDtype,
+            long gradRowStride, int numThreads);
+
+    // ---- scalar double-precision references ------------------------------------------------------
+
+    @CriticalRegion
+    public static native void arbor_ref_token_stats_fwd(@Cast("const double*") double[] logits, long rows, long vocab,
+            long rowStride, long vocabLimit, @Cast("const int64_t*") long[] labels, double temperature,
+            @Cast("const uint8_t*") byte[] rowMask, double[] logprob, double[] entropy, double[] lse);
+
+    @CriticalRegion
+    public static native void arbor_ref_token_stats_bwd(@Cast("const double*") double[] logits, long rows, long vocab,
+            long rowStride, long vocabLimit, @Cast("const int64_t*") long[] labels, double temperature,
+            @Cast("const uint8_t*") byte[] rowMask, @Cast("const double*") double[] gradLogprob,
+            @Cast("const double*") double[] gradEntropy, double[] gradLogits);
+
+    // ---- half-precision conversions --------------------------------------------------------------
+
+    public static native float arbor_bf16_to_f32(@Cast("uint16_t") short h);
+
+    public static native @Cast("uint16_t") short arbor_f32_to_bf16(float f);
+
+    public static native float arbor_f16_to_f32(@Cast("uint16_t") short h);
+
+    public static native @Cast("uint16_t") short arbor_f32_to_f16(float f);
+}

@@ -1,0 +1,95 @@
+package ai.arbor.bindings;
+
+import org.bytedeco.javacpp.BytePointer;
+import org.bytedeco.javacpp.Loader;
+import org.bytedeco.javacpp.annotation.Cast;
+import org.bytedeco.javacpp.annotation.Platform;
+
+/**
+ * JavaCPP binding of the CUDA half of Arbor's C ABI ({@code cuda-kernels/arbor_cuda.h}).
+ *
+ * <p>Its JNI library exists only when the build ran where nvcc exists (Maven profile {@code cuda});
+ * it links cudart statically, so it loads on machines without a GPU, where
+ * {@link #arbor_cuda_device_count()} returns a negative value. All pointers are device addresses and
+ * {@code stream} is a {@code cudaStream_t} (0 = default stream). Declarations only: callers go
+ * through {@code ai.arbor.kernels}, which validates every size first.
+ */
+@Platform(compiler = "cpp17", include = {"arbor_cuda.h", "arbor_cuda.cu"})
+public final class ArborCuda {
+    static {
+        Loader.load();
+    }
+
+    private ArborCuda() {}
+
+    public static native int arbor_cuda_device_count();
+
+    public static native @Cast("const char*") BytePointer arbor_cuda_last_error();
+
+    public static native int arbor_cuda_get_device(int[] device);
+
+    public static native int arbor_cuda_set_device(int device);
+
+    public static native int arbor_cuda_malloc(@Cast("void**") long[] ptr, @Cast("size_t") long bytes);
+
+    public static native int arbor_cuda_free(@Cast("void*") long ptr);
+
+    public static native int arbor_cuda_memcpy_htod(@Cast("void*") long dst, @Cast("const void*") long src,
+            @Cast("size_t") long bytes);
+
+    public static native int arbor_cuda_memcpy_dtoh(@Cast("void*") long dst, @Cast("const void*") long src,
+            @Cast("size_t") long bytes);
+
+    public static native int arbor_cuda_stream_synchronize(@Cast("void*") long stream);
+
+    // ---- token stats forward -------------------------------------------------------------------
+
+    public static native int arbor_cuda_token_stats_fwd_f32(@Cast("const float*") long logits, long rows, long vocab,
+            long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype, float temperature,
+            @Cast("const uint8_t*") long rowMask, @Cast("float*") long logprob, @Cast("float*") long entropy,
+            @Cast("float*") long lse, @Cast("void*") long stream);
+
+    public static native int arbor_cuda_token_stats_fwd_bf16(@Cast("const uint16_t*") long logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") long rowMask, @Cast("float*") long logprob,
+            @Cast("float*") long entropy, @Cast("float*") long lse, @Cast("void*") long stream);
+
+    public static native int arbor_cuda_token_stats_fwd_f16(@Cast("const uint16_t*") long logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") long rowMask, @Cast("float*") long logprob,
+            @Cast("float*") long entropy, @Cast("float*") long lse, @Cast("void*") long stream);
+
+    public static native int arbor_cuda_token_stats_fwd_f32(@Cast("const float*") float[] logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") int[] labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") byte[] rowMask, float[] logprob, float[] entropy,
+            float[] lse, @Cast("void*") long stream);
+
+    // ---- token stats backward ------------------------------------------------------------------
+
+    public static native int arbor_cuda_token_stats_bwd_f32(@Cast("const float*") long logits, long rows, long vocab,
+            long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype, float temperature,
+            @Cast("const uint8_t*") long rowMask, @Cast("const float*") long lse, @Cast("const float*") long entropy,
+            @Cast("const float*") long gradLogprob, @Cast("const float*") long gradEntropy,
+            @Cast("void*") long gradLogits, int gradDtype, long gradRowStride, @Cast("void*") long stream);
+
+    public static native int arbor_cuda_token_stats_bwd_bf16(@Cast("const uint16_t*") long logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") long rowMask, @Cast("const float*") long lse,
+            @Cast("const float*") long entropy, @Cast("const float*") long gradLogprob,
+            @Cast("const float*") long gradEntropy, @Cast("void*") long gradLogits, int gradDtype,
+            long gradRowStride, @Cast("void*") long stream);
+
+    public static native int arbor_cuda_token_stats_bwd_f16(@Cast("const uint16_t*") long logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") long rowMask, @Cast("const float*") long lse,
+            @Cast("const float*") long entropy, @Cast("const float*") long gradLogprob,
+            @Cast("const float*") long gradEntropy, @Cast("void*") long gradLogits, int gradDtype,
+            long gradRowStride, @Cast("void*") long stream);
+
+    public static native int arbor_cuda_token_stats_bwd_f32(@Cast("const float*") float[] logits, long rows,
+            long vocab, long rowStride, long vocabLimit, @Cast("const void*") int[] labels, int labelDtype,
+            float temperature, @Cast("const uint8_t*") byte[] rowMask, @Cast("const float*") float[] lse,
+            @Cast("const float*") float[] entropy, @Cast("const float*") float[] gradLogprob,
+            @Cast("const float*") float[] gradEntropy, @Cast("void*") float[] gradLogits, int gradDtype,
+            long gradRowStride, @Cast("void*") long stream);
+}

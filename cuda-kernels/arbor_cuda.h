@@ -1,0 +1,67 @@
+/*
+ * CUDA half of Arbor's C ABI. Every arbor_cuda_X has exactly the arguments of arbor_cpu_X
+ * (native/include/arbor/arbor.h, where their meaning is documented) except the last: a cudaStream_t
+ * passed as void* (NULL = default stream) instead of a thread count. Pointers are device pointers;
+ * the calls are asynchronous on the stream and return ARBOR_ERR_CUDA when a launch fails.
+ *
+ * Differences forced by asynchrony: a label outside [0, vocab_limit) cannot be reported by the
+ * return code; its row gets NaN outputs (and a NaN gradient row) instead.
+ */
+#ifndef ARBOR_CUDA_H
+#define ARBOR_CUDA_H
+
+#include "arbor/arbor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of usable CUDA devices, or a negative value when the runtime/driver is unavailable. */
+int arbor_cuda_device_count(void);
+/* Text of the last CUDA error seen by this thread in an arbor_cuda_* call ("" if none). */
+const char* arbor_cuda_last_error(void);
+/* The calling thread's current device, and setting it (cudaGetDevice / cudaSetDevice). */
+int arbor_cuda_get_device(int* device);
+int arbor_cuda_set_device(int device);
+/* Device memory helpers (for tests, harnesses and callers without another CUDA binding). */
+int arbor_cuda_malloc(void** ptr, size_t bytes);
+int arbor_cuda_free(void* ptr);
+int arbor_cuda_memcpy_htod(void* dst, const void* src, size_t bytes);
+int arbor_cuda_memcpy_dtoh(void* dst, const void* src, size_t bytes);
+/* Blocks until all work on the stream is done; returns ARBOR_ERR_CUDA on a (possibly earlier) fault. */
+int arbor_cuda_stream_synchronize(void* stream);
+
+int arbor_cuda_token_stats_fwd_f32(const float* logits, int64_t rows, int64_t vocab, int64_t row_stride,
+                                   int64_t vocab_limit, const void* labels, int label_dtype, float temperature,
+                                   const uint8_t* row_mask, float* logprob, float* entropy, float* lse,
+                                   void* stream);
+int arbor_cuda_token_stats_fwd_bf16(const uint16_t* logits, int64_t rows, int64_t vocab, int64_t row_stride,
+                                    int64_t vocab_limit, const void* labels, int label_dtype, float temperature,
+                                    const uint8_t* row_mask, float* logprob, float* entropy, float* lse,
+                                    void* stream);
+int arbor_cuda_token_stats_fwd_f16(const uint16_t* logits, int64_t rows, int64_t vocab, int64_t row_stride,
+                                   int64_t vocab_limit, const void* labels, int label_dtype, float temperature,
+                                   const uint8_t* row_mask, float* logprob, float* entropy, float* lse,
+                                   void* stream);
+
+int arbor_cuda_token_stats_bwd_f32(const float* logits, int64_t rows, int64_t vocab, int64_t row_stride,
+                                   int64_t vocab_limit, const void* labels, int label_dtype, float temperature,
+                                   const uint8_t* row_mask, const float* lse, const float* entropy,
+                                   const float* grad_logprob, const float* grad_entropy, void* grad_logits,
+                                   int grad_dtype, int64_t grad_row_stride, void* stream);
+int arbor_cuda_token_stats_bwd_bf16(const uint16_t* logits, int64_t rows, int64_t vocab, int64_t row_stride,
+                                    int64_t vocab_limit, const void* labels, int label_dtype, float temperature,
+                                    const uint8_t* row_mask, const float* lse, const float* entropy,
+                                    const float* grad_logprob, const float* grad_entropy, void* grad_logits,
+                                    int grad_dtype, int64_t grad_row_stride, void* stream);
+int arbor_cuda_token_stats_bwd_f16(const uint16_t* logits, int64_t rows, int64_t vocab, int64_t row_stride,
+                                   int64_t vocab_limit, const void* labels, int label_dtype, float temperature,
+                                   const uint8_t* row_mask, const float* lse, const float* entropy,
+                                   const float* grad_logprob, const float* grad_entropy, void* grad_logits,
+                                   int grad_dtype, int64_t grad_row_stride, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

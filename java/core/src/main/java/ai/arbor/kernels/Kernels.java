@@ -1,0 +1,73 @@
+package ai.arbor.kernels;
+
+import ai.arbor.bindings.ArborCpu;
+import ai.arbor.bindings.ArborCuda;
+
+/**
+ * Process-wide kernel settings and the return-code check shared by all kernel entry points.
+ *
+ * <p>CPU kernels split rows over {@link #threads()} threads (default: all available processors);
+ * results are bitwise identical for every thread count.
+ */
+public final class Kernels {
+    private static volatile int threads = Runtime.getRuntime().availableProcessors();
+
+    private Kernels() {}
+
+    /** Threads the CPU kernels use per call. */
+    public static int threads() {
+        return threads;
+    }
+
+    /** Sets the threads the CPU kernels use per call (1 = the calling thread only). */
+    public static void setThreads(int n) {
+        if (n < 1 || n > 4096) throw new IllegalArgumentException("threads must be in [1, 4096], got " + n);
+        threads = n;
+    }
+
+    /**
+     * Forces the portable (non-SIMD) CPU path, for tests and benchmarks; {@code false} restores
+     * runtime dispatch.
+     */
+    public static void forceScalarCpu(boolean force) {
+        ArborCpu.arbor_cpu_force_scalar(force ? 1 : 0);
+    }
+
+    /** Throws for a non-OK ABI return code; {@code what} names the call. */
+    public static void check(int rc, String what) {
+        switch (rc) {
+            case ArborCpu.OK:
+                return;
+            case ArborCpu.ERR_ARG:
+                throw new IllegalArgumentException(what + ": native code rejected an argument (ARBOR_ERR_ARG)");
+            case ArborCpu.ERR_LABEL:
+                throw new IllegalArgumentException(what + ": a label of a valid row is outside [0, vocabLimit)"
+                        + " (ARBOR_ERR_LABEL); that row's outputs are NaN");
+            case ArborCpu.ERR_UNSUPPORTED:
+                throw new IllegalArgumentException(what + ": unsupported dtype combination (ARBOR_ERR_UNSUPPORTED)");
+            case ArborCpu.ERR_NAN:
+                throw new IllegalArgumentException(what + ": NaN in an input (ARBOR_ERR_NAN)");
+            case ArborCpu.ERR_CUDA:
+                throw new KernelException(what + ": CUDA error: " + ArborCuda.arbor_cuda_last_error().getString(), rc);
+            default:
+                throw new KernelException(what + ": unknown native return code " + rc, rc);
+        }
+    }
+
+    /**
+     * Runs {@code call} with CUDA device {@code device} current on this thread, restoring the previous
+     * current device afterwards. Throws {@link IllegalStateException} when CUDA is unavailable.
+     */
+    public static int onCudaDevice(int device, java.util.function.IntSupplier call) {
+        if (!Backend.CUDA.isAvailable())
+            throw new IllegalStateException("CUDA memory given but " + Backend.CUDA.unavailableReason());
+        int[] prev = new int[1];
+        check(ArborCuda.arbor_cuda_get_device(prev), "cudaGetDevice");
+        if (prev[0] != device) check(ArborCuda.arbor_cuda_set_device(device), "cudaSetDevice(" + device + ")");
+        try {
+            return call.getAsInt();
+        } finally {
+            if (prev[0] != device) ArborCuda.arbor_cuda_set_device(prev[0]);
+        }
+    }
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what Arbor needs from the OS on a fresh Debian/Ubuntu machine, once: a JDK 17 and Maven
+# (normally present), bubblewrap (the Python sandbox's jail) and Debian's python3 with numpy and sympy
+# (the interpreter the sandbox runs). Idempotent and quick when everything is there.
+set -euo pipefail
+
+need=()
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+[ -x /usr/bin/python3 ] || need+=(python3)
+if [ -x /usr/bin/python3 ]; then
+  /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need+=(python3-numpy)
+  /usr/bin/python3 -c 'import sympy' >/dev/null 2>&1 || need+=(python3-sympy)
+else
+  need+=(python3-numpy python3-sympy)
+fi
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "arbor setup: installing ${need[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "arbor setup: need root or sudo to install ${need[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -52,3 +52,9 @@ extern "C" int arbor_cuda_stream_synchronize(void* stream) {
 }
 
 #include "token_stats.cuh"
+
+#include "policy_loss.cuh"
+
+#include "advantages.cuh"
+
+#include "sampling.cuh"

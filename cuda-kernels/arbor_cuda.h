@@ -60,6 +60,12 @@ int arbor_cuda_token_stats_bwd_f16(const uint16_t* logits, int64_t rows, int64_t
                                    const float* grad_logprob, const float* grad_entropy, void* grad_logits,
                                    int grad_dtype, int64_t grad_row_stride, void* stream);
 
+/* ---- policy loss (issue #3) ---- */
+
+/* ---- advantages (issue #4) ---- */
+
+/* ---- sampling (issue #7) ---- */
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,3 +29,9 @@ extern "C" uint16_t arbor_f32_to_f16(float f) { return arbor::f32_to_f16(f); }
 
 #include "reference.cpp"
 #include "token_stats.cpp"
+
+#include "policy_loss.cpp"
+
+#include "advantages.cpp"
+
+#include "sampling.cpp"

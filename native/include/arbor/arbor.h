@@ -128,4 +128,11 @@ uint16_t arbor_f32_to_f16(float f);
 }
 #endif
 
+/* Kernel families beyond token statistics, one header each (same conventions as above). */
+#include "arbor/policy_loss.h" /* clipped policy-gradient losses, fused with token stats (issue #3) */
+
+#include "arbor/advantages.h"  /* advantage estimators and token-level shaping (issue #4) */
+
+#include "arbor/sampling.h"    /* fused sample + logprob + entropy (issue #7) */
+
 #endif /* ARBOR_ARBOR_H */

@@ -81,6 +81,12 @@ public final class ArborCpu {
             @Cast("const float*") float[] gradEntropy, @Cast("void*") float[] gradLogits, int gradDtype,
             long gradRowStride, int numThreads);
 
+    // ---- policy loss (issue #3) ----------------------------------------------------------------
+
+    // ---- advantages (issue #4) -----------------------------------------------------------------
+
+    // ---- sampling (issue #7) -------------------------------------------------------------------
+
     // ---- scalar double-precision references ------------------------------------------------------
 
     @CriticalRegion

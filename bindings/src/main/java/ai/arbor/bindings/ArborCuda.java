@@ -59,11 +59,6 @@ public final class ArborCuda {
             float temperature, @Cast("const uint8_t*") long rowMask, @Cast("float*") long logprob,
             @Cast("float*") long entropy, @Cast("float*") long lse, @Cast("void*") long stream);
 
-    public static native int arbor_cuda_token_stats_fwd_f32(@Cast("const float*") float[] logits, long rows,
-            long vocab, long rowStride, long vocabLimit, @Cast("const void*") int[] labels, int labelDtype,
-            float temperature, @Cast("const uint8_t*") byte[] rowMask, float[] logprob, float[] entropy,
-            float[] lse, @Cast("void*") long stream);
-
     // ---- token stats backward ------------------------------------------------------------------
 
     public static native int arbor_cuda_token_stats_bwd_f32(@Cast("const float*") long logits, long rows, long vocab,
@@ -86,10 +81,9 @@ public final class ArborCuda {
             @Cast("const float*") long gradEntropy, @Cast("void*") long gradLogits, int gradDtype,
             long gradRowStride, @Cast("void*") long stream);
 
-    public static native int arbor_cuda_token_stats_bwd_f32(@Cast("const float*") float[] logits, long rows,
-            long vocab, long rowStride, long vocabLimit, @Cast("const void*") int[] labels, int labelDtype,
-            float temperature, @Cast("const uint8_t*") byte[] rowMask, @Cast("const float*") float[] lse,
-            @Cast("const float*") float[] entropy, @Cast("const float*") float[] gradLogprob,
-            @Cast("const float*") float[] gradEntropy, @Cast("void*") float[] gradLogits, int gradDtype,
-            long gradRowStride, @Cast("void*") long stream);
+    // ---- policy loss (issue #3) ----------------------------------------------------------------
+
+    // ---- advantages (issue #4) -----------------------------------------------------------------
+
+    // ---- sampling (issue #7) -------------------------------------------------------------------
 }

@@ -1,2 +1,247 @@
-// Advantages and token-level shaping (ALGORITHMS.md §3) — CPU kernels (issue #4).
+// Advantages and token-level shaping (ALGORITHMS.md §3) — CPU kernel and its double reference
+// (issue #4). Contract: arbor/advantages.h.
+//
+// Three passes over the tokens, each split into fixed chunks of TOKEN_CHUNK tokens (the split does not
+// depend on the thread count): (1) per-chunk partial counts and entropy sums, combined in chunk order;
+// (2) per-chunk sums of squared deviations, combined likewise; (3) elementwise output. TAO-RL's
+// threshold is an exact order statistic (nth_element over a copy of the candidates), so every step is
+// deterministic and the result is bitwise identical for every thread count.
+#include <math.h>
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <vector>
+
+#include "advantages_common.h"
 #include "arbor/arbor.h"
+#include "parallel.h"
+
+namespace arbor {
+namespace adv {
+
+static const int64_t TOKEN_CHUNK = 1 << 14;
+
+struct ChunkSums {
+    double sum = 0.0;  // Σ H over valid tokens with finite H (pass 1), Σ (H − μ)² (pass 2)
+    int64_t valid = 0, post = 0, nonfinite = 0;
+};
+
+static int token_advantages(const float* seq_adv, int64_t n_seqs, const void* seq_ids, int seq_id_dtype,
+                            int64_t n_tokens, int64_t seq_len, const uint8_t* mask, const float* entropy,
+                            const uint8_t* post_tool, int mode, float coef, double top_fraction, float* out,
+                            double* stats, int num_threads) {
+    if (bad_token_adv_args(seq_adv, n_seqs, seq_ids, seq_id_dtype, n_tokens, seq_len, entropy, mode, coef,
+                           top_fraction, out, stats))
+        return ARBOR_ERR_ARG;
+    const int64_t nchunks = (n_tokens + TOKEN_CHUNK - 1) / TOKEN_CHUNK;
+    auto chunk_end = [&](int64_t c) { return std::min(n_tokens, (c + 1) * TOKEN_CHUNK); };
+    auto valid_at = [&](int64_t t) { return mask == nullptr || mask[t] != 0; };
+
+    // Pass 1: counts and Σ H, per chunk, then in chunk order.
+    std::vector<ChunkSums> part(nchunks);
+    parallel_for(nchunks, num_threads, TOKEN_CHUNK, [&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c) {
+            ChunkSums s;
+            for (int64_t t = c * TOKEN_CHUNK; t < chunk_end(c); ++t) {
+                if (!valid_at(t)) continue;
+                s.valid++;
+                if (post_tool != nullptr && post_tool[t]) s.post++;
+                if (entropy != nullptr) {
+                    const float h = entropy[t];
+                    if (isfinite(h)) s.sum += h;
+                    else s.nonfinite++;
+                }
+            }
+            part[c] = s;
+        }
+    });
+    ChunkSums tot;
+    for (const ChunkSums& s : part) {
+        tot.sum += s.sum;
+        tot.valid += s.valid;
+        tot.post += s.post;
+        tot.nonfinite += s.nonfinite;
+    }
+    const bool have_h = entropy != nullptr && tot.valid > 0 && tot.nonfinite == 0;
+    double mean = NAN, var = NAN, scale = NAN;
+    if (have_h) {
+        mean = tot.sum / (double)tot.valid;
+        // Pass 2: Σ (H − μ)² (two-pass: no cancellation, unlike Σ H² − n μ²).
+        std::vector<double> ss(nchunks, 0.0);
+        parallel_for(nchunks, num_threads, TOKEN_CHUNK, [&](int64_t b, int64_t e) {
+            for (int64_t c = b; c < e; ++c) {
+                double s = 0.0;
+                for (int64_t t = c * TOKEN_CHUNK; t < chunk_end(c); ++t) {
+                    if (!valid_at(t)) continue;
+                    const double d = (double)entropy[t] - mean;
+                    s += d * d;
+                }
+                ss[c] = s;
+            }
+        });
+        double sum_sq = 0.0;
+        for (double s : ss) sum_sq += s;
+        var = tot.valid >= 2 ? sum_sq / (double)(tot.valid - 1) : 0.0;
+        scale = 1.0 / sqrt(var + ARBOR_ADV_VAR_EPS);
+    }
+
+    // TAO-RL threshold τ: the k-th largest candidate entropy (candidates gathered in chunk order).
+    float tau = NAN;
+    if (mode == ARBOR_ADV_TAO && have_h && tot.post > 0) {
+        std::vector<float> cand(tot.post);
+        std::vector<int64_t> offset(nchunks + 1, 0);
+        for (int64_t c = 0; c < nchunks; ++c) offset[c + 1] = offset[c] + part[c].post;
+        parallel_for(nchunks, num_threads, TOKEN_CHUNK, [&](int64_t b, int64_t e) {
+            for (int64_t c = b; c < e; ++c) {
+                int64_t o = offset[c];
+                for (int64_t t = c * TOKEN_CHUNK; t < chunk_end(c); ++t)
+                    if (valid_at(t) && post_tool[t]) cand[o++] = entropy[t];
+            }
+        });
+        const int64_t k = top_fraction_count(top_fraction, tot.post);
+        std::nth_element(cand.begin(), cand.begin() + (k - 1), cand.end(), std::greater<float>());
+        tau = cand[k - 1];
+    }
+
+    // Pass 3: elementwise output (integer counts only, so their summation order does not matter).
+    const bool shaping_nan = mode != ARBOR_ADV_BROADCAST && !have_h && tot.nonfinite > 0;
+    std::atomic<int> bad_id{0};
+    std::atomic<int64_t> shaped{0};
+    parallel_for(n_tokens, num_threads, 4, [&](int64_t b, int64_t e) {
+        int64_t local_shaped = 0;
+        for (int64_t t = b; t < e; ++t) {
+            if (!valid_at(t)) {
+                out[t] = 0.0f;
+                continue;
+            }
+            const int64_t s = token_seq(seq_ids, seq_id_dtype, seq_len, t);
+            if (s < 0 || s >= n_seqs) {
+                out[t] = NAN;
+                bad_id.store(1, std::memory_order_relaxed);
+                continue;
+            }
+            const float a = seq_adv[s];
+            if (mode == ARBOR_ADV_BROADCAST) {
+                out[t] = a;
+            } else if (shaping_nan) {
+                out[t] = NAN;
+            } else if (mode == ARBOR_ADV_AEPO || (post_tool != nullptr && post_tool[t] && entropy[t] >= tau)) {
+                // ALGORITHMS.md §3: Ã = A · (1 + coef · Ĥ), Ĥ = (H − μ) / sqrt(var + eps)
+                const double h_hat = ((double)entropy[t] - mean) * scale;
+                out[t] = (float)((double)a * (1.0 + (double)coef * h_hat));
+                local_shaped++;
+            } else {
+                out[t] = a;
+            }
+        }
+        shaped.fetch_add(local_shaped, std::memory_order_relaxed);
+    });
+
+    if (stats != nullptr) {
+        stats[ARBOR_ADV_STAT_VALID] = (double)tot.valid;
+        stats[ARBOR_ADV_STAT_POST] = post_tool != nullptr ? (double)tot.post : 0.0;
+        stats[ARBOR_ADV_STAT_SHAPED] = (double)shaped.load();
+        stats[ARBOR_ADV_STAT_MEAN] = mean;
+        stats[ARBOR_ADV_STAT_STD] = have_h ? sqrt(var) : NAN;
+        stats[ARBOR_ADV_STAT_THRESHOLD] = tau;
+        stats[ARBOR_ADV_STAT_SCALE] = scale;
+        stats[ARBOR_ADV_STAT_NONFINITE] = (double)tot.nonfinite;
+    }
+    if (bad_id.load()) return ARBOR_ERR_ARG;
+    return shaping_nan ? ARBOR_ERR_NAN : ARBOR_OK;
+}
+
+}  // namespace adv
+}  // namespace arbor
+
+extern "C" int arbor_cpu_token_advantages(const float* seq_adv, int64_t n_seqs, const void* seq_ids,
+                                          int seq_id_dtype, int64_t n_tokens, int64_t seq_len,
+                                          const uint8_t* loss_mask, const float* entropy, const uint8_t* post_tool,
+                                          int mode, float coef, double top_fraction, float* adv_out, double* stats,
+                                          int num_threads) {
+    try {
+        return arbor::adv::token_advantages(seq_adv, n_seqs, seq_ids, seq_id_dtype, n_tokens, seq_len, loss_mask,
+                                            entropy, post_tool, mode, coef, top_fraction, adv_out, stats, num_threads);
+    } catch (...) {  // allocation failure of the scratch vectors
+        return ARBOR_ERR_ARG;
+    }
+}
+
+// ---- scalar double-precision reference ----------------------------------------------------------------
+
+extern "C" int arbor_ref_token_advantages(const double* seq_adv, int64_t n_seqs, const int64_t* seq_ids,
+                                          int64_t n_tokens, int64_t seq_len, const uint8_t* loss_mask,
+                                          const double* entropy, const uint8_t* post_tool, int mode, double coef,
+                                          double top_fraction, double* adv_out, double* stats) {
+    using namespace arbor;
+    if (bad_token_adv_args(seq_adv, n_seqs, seq_ids, ARBOR_I64, n_tokens, seq_len, entropy, mode, coef,
+                           top_fraction, adv_out, stats))
+        return ARBOR_ERR_ARG;
+    auto valid = [&](int64_t t) { return loss_mask == nullptr || loss_mask[t] != 0; };
+    int64_t n = 0, n_post = 0, nonfinite = 0;
+    double sum = 0.0;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        if (!valid(t)) continue;
+        n++;
+        if (post_tool && post_tool[t]) n_post++;
+        if (entropy) {
+            if (isfinite(entropy[t])) sum += entropy[t];
+            else nonfinite++;
+        }
+    }
+    const bool have_h = entropy != nullptr && n > 0 && nonfinite == 0;
+    double mean = NAN, var = NAN, scale = NAN, tau = NAN;
+    if (have_h) {
+        mean = sum / n;
+        double ss = 0.0;
+        for (int64_t t = 0; t < n_tokens; ++t)
+            if (valid(t)) ss += (entropy[t] - mean) * (entropy[t] - mean);
+        var = n >= 2 ? ss / (n - 1) : 0.0;
+        scale = 1.0 / sqrt(var + ARBOR_ADV_VAR_EPS);
+    }
+    if (mode == ARBOR_ADV_TAO && have_h && n_post > 0) {
+        std::vector<double> cand;
+        for (int64_t t = 0; t < n_tokens; ++t)
+            if (valid(t) && post_tool[t]) cand.push_back(entropy[t]);
+        std::sort(cand.begin(), cand.end(), std::greater<double>());
+        tau = cand[top_fraction_count(top_fraction, n_post) - 1];
+    }
+    const bool shaping_nan = mode != ARBOR_ADV_BROADCAST && !have_h && nonfinite > 0;
+    bool bad_id = false;
+    int64_t shaped = 0;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        if (!valid(t)) {
+            adv_out[t] = 0.0;
+            continue;
+        }
+        const int64_t s = seq_ids ? seq_ids[t] : t / seq_len;
+        if (s < 0 || s >= n_seqs) {
+            adv_out[t] = NAN;
+            bad_id = true;
+            continue;
+        }
+        const double a = seq_adv[s];
+        const bool shape = mode == ARBOR_ADV_AEPO || (mode == ARBOR_ADV_TAO && post_tool && post_tool[t] && entropy[t] >= tau);
+        if (mode != ARBOR_ADV_BROADCAST && shaping_nan) {
+            adv_out[t] = NAN;
+        } else if (shape) {
+            adv_out[t] = a * (1.0 + coef * (entropy[t] - mean) * scale);
+            shaped++;
+        } else {
+            adv_out[t] = a;
+        }
+    }
+    if (stats) {
+        stats[ARBOR_ADV_STAT_VALID] = (double)n;
+        stats[ARBOR_ADV_STAT_POST] = post_tool ? (double)n_post : 0.0;
+        stats[ARBOR_ADV_STAT_SHAPED] = (double)shaped;
+        stats[ARBOR_ADV_STAT_MEAN] = mean;
+        stats[ARBOR_ADV_STAT_STD] = have_h ? sqrt(var) : NAN;
+        stats[ARBOR_ADV_STAT_THRESHOLD] = tau;
+        stats[ARBOR_ADV_STAT_SCALE] = scale;
+        stats[ARBOR_ADV_STAT_NONFINITE] = (double)nonfinite;
+    }
+    if (bad_id) return ARBOR_ERR_ARG;
+    return shaping_nan ? ARBOR_ERR_NAN : ARBOR_OK;
+}

@@ -85,6 +85,28 @@ public final class ArborCpu {
 
     // ---- advantages (issue #4) -----------------------------------------------------------------
 
+    /** Token-level advantage modes and the stats length ({@code arbor/advantages.h}). */
+    public static final int ADV_BROADCAST = 0, ADV_AEPO = 1, ADV_TAO = 2, ADV_NSTATS = 8;
+
+    public static native int arbor_cpu_token_advantages(@Cast("const float*") long seqAdv, long nSeqs,
+            @Cast("const void*") long seqIds, int seqIdDtype, long nTokens, long seqLen,
+            @Cast("const uint8_t*") long lossMask, @Cast("const float*") long entropy,
+            @Cast("const uint8_t*") long postTool, int mode, float coef, double topFraction,
+            @Cast("float*") long advOut, @Cast("double*") long stats, int numThreads);
+
+    @CriticalRegion
+    public static native int arbor_cpu_token_advantages(@Cast("const float*") float[] seqAdv, long nSeqs,
+            @Cast("const void*") int[] seqIds, int seqIdDtype, long nTokens, long seqLen,
+            @Cast("const uint8_t*") byte[] lossMask, @Cast("const float*") float[] entropy,
+            @Cast("const uint8_t*") byte[] postTool, int mode, float coef, double topFraction, float[] advOut,
+            double[] stats, int numThreads);
+
+    @CriticalRegion
+    public static native int arbor_ref_token_advantages(@Cast("const double*") double[] seqAdv, long nSeqs,
+            @Cast("const int64_t*") long[] seqIds, long nTokens, long seqLen, @Cast("const uint8_t*") byte[] lossMask,
+            @Cast("const double*") double[] entropy, @Cast("const uint8_t*") byte[] postTool, int mode, double coef,
+            double topFraction, double[] advOut, double[] stats);
+
     // ---- sampling (issue #7) -------------------------------------------------------------------
 
     // ---- scalar double-precision references ------------------------------------------------------

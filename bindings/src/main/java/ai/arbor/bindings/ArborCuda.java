@@ -85,5 +85,11 @@ public final class ArborCuda {
 
     // ---- advantages (issue #4) -----------------------------------------------------------------
 
+    public static native int arbor_cuda_token_advantages(@Cast("const float*") long seqAdv, long nSeqs,
+            @Cast("const void*") long seqIds, int seqIdDtype, long nTokens, long seqLen,
+            @Cast("const uint8_t*") long lossMask, @Cast("const float*") long entropy,
+            @Cast("const uint8_t*") long postTool, int mode, float coef, double topFraction,
+            @Cast("float*") long advOut, @Cast("double*") long stats, @Cast("void*") long stream);
+
     // ---- sampling (issue #7) -------------------------------------------------------------------
 }

@@ -1,0 +1,29 @@
+package ai.arbor.advantage;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** Shared argument checks and grouping of the filters. */
+final class Filters {
+    private Filters() {}
+
+    static int size(List<TrajectorySummary> trajectories) {
+        if (trajectories == null) throw new IllegalArgumentException("trajectories must not be null");
+        return trajectories.size();
+    }
+
+    static TrajectorySummary get(List<TrajectorySummary> trajectories, int i) {
+        TrajectorySummary t = trajectories.get(i);
+        if (t == null) throw new IllegalArgumentException("trajectories[" + i + "] is null");
+        return t;
+    }
+
+    /** Indices of each group, groups in order of first appearance. */
+    static Map<Integer, List<Integer>> groups(List<TrajectorySummary> trajectories) {
+        Map<Integer, List<Integer>> g = new LinkedHashMap<>();
+        for (int i = 0; i < size(trajectories); i++)
+            g.computeIfAbsent(get(trajectories, i).groupId(), k -> new java.util.ArrayList<>()).add(i);
+        return g;
+    }
+}

@@ -1,0 +1,18 @@
+/**
+ * Advantages and trajectory filters (ALGORITHMS.md §3; docs/advantages.md).
+ *
+ * <ul>
+ *   <li>{@link ai.arbor.advantage.Advantages}: sequence-level GRPO, Dr.GRPO, Tree-GRPO (by name:
+ *       {@link ai.arbor.advantage.AdvantageEstimator}).</li>
+ *   <li>{@link ai.arbor.advantage.TokenAdvantages}: broadcast to tokens, AEPO entropy-aware advantage,
+ *       TAO-RL post-tool shaping ({@link ai.arbor.advantage.TokenShaping}) — native CPU/CUDA kernels.</li>
+ *   <li>Filters over {@link ai.arbor.advantage.TrajectorySummary}: {@link ai.arbor.advantage.ToolAwareFilter}
+ *       (TAO-RL), {@link ai.arbor.advantage.DegenerateGroupFilter}, {@link ai.arbor.advantage.VoidTurnFilter}
+ *       (SimpleTIR), {@link ai.arbor.advantage.OverlongFilter} (DAPO), each returning a
+ *       {@link ai.arbor.advantage.FilterResult} (what to keep and why); {@link ai.arbor.advantage.DynamicSampling}
+ *       (DAPO over-sampling).</li>
+ * </ul>
+ * Reward shaping (DAPO overlong penalty, CoRT's −0.1, GRPO-TCR's tool-count term) is in
+ * {@code ai.arbor.reward}.
+ */
+package ai.arbor.advantage;

@@ -1,0 +1,168 @@
+package ai.arbor.torch;
+
+import ai.arbor.advantage.Advantages;
+import ai.arbor.advantage.ShapingStats;
+import ai.arbor.advantage.TokenAdvantages;
+import ai.arbor.advantage.TokenShaping;
+import ai.arbor.kernels.Check;
+import ai.arbor.kernels.DType;
+import ai.arbor.kernels.Device;
+import ai.arbor.kernels.MemRef;
+import org.bytedeco.pytorch.Tensor;
+import org.bytedeco.pytorch.global.torch.ScalarType;
+
+/**
+ * Advantages (ALGORITHMS.md §3, {@code ai.arbor.advantage}) on PyTorch-preset tensors.
+ *
+ * <p>Sequence level ({@link #grpo}, {@link #treeGrpo}): B rewards, B ≤ a few thousand — the values make one
+ * round trip to the host (a synchronizing copy for CUDA tensors) and the result is a float32 [B] tensor on
+ * the rewards' device. Token level ({@link #tokenAdvantages}, {@link #tokenAdvantagesFlat}): the native
+ * kernels run on the tensors' memory in place — CPU tensors on the CPU kernel, CUDA tensors on the CUDA
+ * kernel on torch's current stream — writing a new float32 tensor.
+ *
+ * <p>Typical step of a trainer with [B, L] response tensors:
+ * <pre>{@code
+ * Tensor seqAdv = TorchAdvantages.grpo(rewards, promptIds, true);                     // [B]
+ * TorchAdvantages.Result r = TorchAdvantages.tokenAdvantages(seqAdv, lossMask, entropy, postTool,
+ *         TokenShaping.taoRl());                                                      // [B, L]
+ * // ... policy loss with r.advantages(); log r.readStats().metrics("adv/") ...
+ * }</pre>
+ */
+public final class TorchAdvantages {
+    private TorchAdvantages() {}
+
+    /** Token advantages (float32, the token layout's shape) and the batch statistics (float64 [8], same device). */
+    public record Result(Tensor advantages, Tensor stats) {
+        /** The statistics on the host (synchronizes a CUDA stream). */
+        public ShapingStats readStats() {
+            double[] s = new double[ShapingStats.LENGTH];
+            Tensor h = stats.cpu().contiguous();
+            h.data_ptr_double().get(s);
+            return ShapingStats.of(s);
+        }
+    }
+
+    /** GRPO ({@code scaleByStd}) or Dr.GRPO over [B] rewards; group ids int32/int64 [B]. See {@link Advantages#grpo}. */
+    public static Tensor grpo(Tensor rewards, Tensor groupIds, boolean scaleByStd) {
+        float[] r = hostFloats(rewards, "rewards");
+        return onDevice(Advantages.grpo(r, hostInts(groupIds, r.length, "groupIds"), scaleByStd), rewards);
+    }
+
+    /** Tree-GRPO over [B] leaf rewards with [B] prompt and tree ids. See {@link Advantages#treeGrpo}. */
+    public static Tensor treeGrpo(Tensor rewards, Tensor promptIds, Tensor treeIds) {
+        float[] r = hostFloats(rewards, "rewards");
+        return onDevice(Advantages.treeGrpo(r, hostInts(promptIds, r.length, "promptIds"), hostInts(treeIds, r.length, "treeIds")),
+                rewards);
+    }
+
+    /**
+     * Padded [B, L] layout: row b holds trajectory b.
+     *
+     * @param seqAdvantages [B] float32 sequence advantages
+     * @param lossMask      [B, L] bool/uint8 (padding, prompt and tool tokens false)
+     * @param entropy       [B, L] float32 token entropies (other float types are converted); required by
+     *                      AEPO/TAO-RL, may be null for broadcast
+     * @param postTool      [B, L] bool/uint8 M_post flags, or null
+     */
+    public static Result tokenAdvantages(Tensor seqAdvantages, Tensor lossMask, Tensor entropy, Tensor postTool,
+                                         TokenShaping shaping) {
+        Check.notNull("lossMask", lossMask);
+        if (lossMask.dim() != 2) throw new IllegalArgumentException("lossMask must be [B, L], got " + lossMask.dim() + " dims");
+        long b = lossMask.size(0), l = lossMask.size(1);
+        if (seqAdvantages == null || seqAdvantages.numel() != b)
+            throw new IllegalArgumentException("seqAdvantages must have B = " + b + " elements"
+                    + (seqAdvantages == null ? "" : ", got " + seqAdvantages.numel()));
+        return run(seqAdvantages, null, b * l, Math.max(1, l), new long[] {b, l}, lossMask, entropy, postTool, shaping);
+    }
+
+    /**
+     * Flat layout: T tokens of many trajectories in any order.
+     *
+     * @param seqIds   [T] int32/int64, the trajectory of each token, in [0, seqAdvantages.numel())
+     * @param lossMask [T] bool/uint8, or null (all tokens trained)
+     */
+    public static Result tokenAdvantagesFlat(Tensor seqAdvantages, Tensor seqIds, Tensor lossMask, Tensor entropy,
+                                             Tensor postTool, TokenShaping shaping) {
+        Check.notNull("seqIds", seqIds);
+        Check.notNull("seqAdvantages", seqAdvantages);
+        long n = seqIds.numel();
+        return run(seqAdvantages, seqIds, n, 0, new long[] {n}, lossMask, entropy, postTool, shaping);
+    }
+
+    private static Result run(Tensor seqAdv, Tensor seqIds, long n, long seqLen, long[] shape, Tensor lossMask,
+                              Tensor entropy, Tensor postTool, TokenShaping shaping) {
+        Check.notNull("shaping", shaping);
+        Tensor like = seqIds != null ? seqIds : lossMask;
+        Device dev = TorchTensors.device(like);
+        long nSeqs = seqAdv.numel();
+        Tensor adv = floats(seqAdv, nSeqs, "seqAdvantages", dev);
+        Tensor ids = null;
+        DType idType = DType.I32;
+        if (seqIds != null) {
+            ids = TorchTensors.flat(seqIds, n, "seqIds");
+            idType = TorchTensors.dtype(ids);
+            if (idType != DType.I32 && idType != DType.I64) throw new IllegalArgumentException("seqIds must be int32 or int64, got " + idType);
+            sameDevice(ids, dev, "seqIds");
+        }
+        Tensor mask = lossMask == null ? null : bytes(lossMask, n, "lossMask", dev);
+        Tensor post = postTool == null ? null : bytes(postTool, n, "postTool", dev);
+        Tensor h = entropy == null ? null : floats(entropy, n, "entropy", dev);
+        Tensor out = TorchTensors.empty(like, shape, ScalarType.Float);
+        Tensor stats = TorchTensors.empty(like, new long[] {ShapingStats.LENGTH}, ScalarType.Double);
+        TokenAdvantages.compute(mem(adv), nSeqs, mem(ids), idType, n, seqLen, mem(mask), mem(h), mem(post), shaping,
+                TorchTensors.mem(out), TorchTensors.mem(stats), TorchTensors.currentStream(dev));
+        return new Result(out, stats);
+    }
+
+    private static MemRef mem(Tensor t) {
+        return t == null ? null : TorchTensors.mem(t);
+    }
+
+    /** A contiguous float32 view (or converted copy) of n elements on dev. */
+    private static Tensor floats(Tensor t, long n, String name, Device dev) {
+        sameDevice(t, dev, name);
+        Tensor f = TorchTensors.flat(t, n, name);
+        if (!f.is_floating_point()) throw new IllegalArgumentException(name + " must be a float tensor, got " + f.scalar_type().intern());
+        return f.scalar_type().intern() == ScalarType.Float ? f : f.to(ScalarType.Float);
+    }
+
+    /** A contiguous uint8 view (bool shares the layout) of n elements on dev. */
+    private static Tensor bytes(Tensor t, long n, String name, Device dev) {
+        sameDevice(t, dev, name);
+        Tensor f = TorchTensors.flat(t, n, name);
+        if (TorchTensors.dtype(f) != DType.U8) throw new IllegalArgumentException(name + " must be bool or uint8, got " + f.scalar_type().intern());
+        return f;
+    }
+
+    private static void sameDevice(Tensor t, Device dev, String name) {
+        Device d = TorchTensors.device(t);
+        if (!d.equals(dev)) throw new IllegalArgumentException(name + " is on " + d + " but the tokens are on " + dev);
+    }
+
+    private static float[] hostFloats(Tensor t, String name) {
+        Check.notNull(name, t);
+        if (t.dim() > 1) throw new IllegalArgumentException(name + " must be [B], got " + t.dim() + " dims");
+        float[] a = new float[(int) t.numel()];
+        if (a.length > 0) t.to(ScalarType.Float).cpu().contiguous().data_ptr_float().get(a);
+        return a;
+    }
+
+    private static int[] hostInts(Tensor t, int n, String name) {
+        Check.notNull(name, t);
+        if (t.numel() != n) throw new IllegalArgumentException(name + " must have " + n + " elements, got " + t.numel());
+        if (t.is_floating_point()) throw new IllegalArgumentException(name + " must be an integer tensor");
+        long[] l = new long[n];
+        if (n > 0) t.to(ScalarType.Long).cpu().contiguous().data_ptr_long().get(l);
+        int[] a = new int[n];
+        for (int i = 0; i < n; i++) {
+            if (l[i] != (int) l[i]) throw new IllegalArgumentException(name + "[" + i + "] = " + l[i] + " does not fit an int");
+            a[i] = (int) l[i];
+        }
+        return a;
+    }
+
+    private static Tensor onDevice(float[] a, Tensor like) {
+        Tensor t = Tensor.create(a, a.length);
+        return like.is_cuda() ? t.to(like.device(), ScalarType.Float) : t;
+    }
+}

@@ -3,7 +3,8 @@
 //
 // Three passes over the tokens, each split into fixed chunks of TOKEN_CHUNK tokens (the split does not
 // depend on the thread count): (1) per-chunk partial counts and entropy sums, combined in chunk order;
-// (2) per-chunk sums of squared deviations, combined likewise; (3) elementwise output. TAO-RL's
+// (2) per-chunk sums of squared deviations, combined likewise; (3) elementwise output, specialized on the
+// id layout and the mode. A plain broadcast without stats runs pass 3 only. TAO-RL's
 // threshold is an exact order statistic (nth_element over a copy of the candidates), so every step is
 // deterministic and the result is bitwise identical for every thread count.
 #include <math.h>
@@ -27,6 +28,129 @@ struct ChunkSums {
     int64_t valid = 0, post = 0, nonfinite = 0;
 };
 
+// Pass 1 over tokens [b, e): counts and Σ H. Four accumulators (token b + 4i + j goes to j, the tail to 0,
+// combined as (s0 + s1) + (s2 + s3)) break the add latency chain and keep the order fixed. Branch-free
+// selects: a masked token's entropy may be junk or NaN and is never added.
+template <bool M, bool P, bool H>
+static ChunkSums pass1(const uint8_t* mask, const float* h, const uint8_t* post, int64_t b, int64_t e) {
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    int64_t valid = 0, npost = 0, nonfinite = 0;
+    auto token = [&](int64_t t, double& acc) {
+        const bool v = !M || mask[t] != 0;
+        valid += v;
+        if (P) npost += v && post[t] != 0;
+        if (H) {
+            const float x = h[t];
+            const bool fin = isfinite(x);
+            nonfinite += v && !fin;
+            acc += (v && fin) ? (double)x : 0.0;
+        }
+    };
+    int64_t t = b;
+    for (; t + 4 <= e; t += 4) {
+        token(t, s[0]);
+        token(t + 1, s[1]);
+        token(t + 2, s[2]);
+        token(t + 3, s[3]);
+    }
+    for (; t < e; ++t) token(t, s[0]);
+    ChunkSums r;
+    r.sum = (s[0] + s[1]) + (s[2] + s[3]);
+    r.valid = valid;
+    r.post = npost;
+    r.nonfinite = nonfinite;
+    return r;
+}
+
+// Pass 2 over [b, e): Σ (H − μ)² over valid tokens, same accumulator scheme (two-pass: no cancellation).
+template <bool M>
+static double pass2(const uint8_t* mask, const float* h, double mean, int64_t b, int64_t e) {
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    auto token = [&](int64_t t, double& acc) {
+        const double d = (double)h[t] - mean;
+        acc += (!M || mask[t] != 0) ? d * d : 0.0;
+    };
+    int64_t t = b;
+    for (; t + 4 <= e; t += 4) {
+        token(t, s[0]);
+        token(t + 1, s[1]);
+        token(t + 2, s[2]);
+        token(t + 3, s[3]);
+    }
+    for (; t < e; ++t) token(t, s[0]);
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+static ChunkSums pass1_dispatch(const uint8_t* mask, const float* h, const uint8_t* post, int64_t b, int64_t e) {
+    const int k = (mask != nullptr) * 4 + (post != nullptr) * 2 + (h != nullptr);
+    switch (k) {
+        case 0: return pass1<false, false, false>(mask, h, post, b, e);
+        case 1: return pass1<false, false, true>(mask, h, post, b, e);
+        case 2: return pass1<false, true, false>(mask, h, post, b, e);
+        case 3: return pass1<false, true, true>(mask, h, post, b, e);
+        case 4: return pass1<true, false, false>(mask, h, post, b, e);
+        case 5: return pass1<true, false, true>(mask, h, post, b, e);
+        case 6: return pass1<true, true, false>(mask, h, post, b, e);
+        default: return pass1<true, true, true>(mask, h, post, b, e);
+    }
+}
+
+// Where token t's sequence id comes from (hoisted out of the elementwise loop).
+struct PaddedIds {
+    int64_t seq_len;
+    int64_t operator()(int64_t t) const { return t / seq_len; }
+};
+template <class I>
+struct ArrayIds {
+    const I* ids;
+    int64_t operator()(int64_t t) const { return (int64_t)ids[t]; }
+};
+
+// Pass 3 over [b, e): the output. Returns the number of shaped tokens; sets bad_id on an out-of-range id.
+template <int MODE, class Ids>
+static int64_t apply(Ids ids, const float* seq_adv, int64_t n_seqs, const uint8_t* mask, const float* h,
+                     const uint8_t* post, float coef, double mean, double scale, float tau, bool all_nan, float* out,
+                     int64_t b, int64_t e, bool& bad_id) {
+    int64_t shaped = 0;
+    for (int64_t t = b; t < e; ++t) {
+        if (mask != nullptr && !mask[t]) {
+            out[t] = 0.0f;
+            continue;
+        }
+        const int64_t s = ids(t);
+        if (s < 0 || s >= n_seqs) {
+            out[t] = NAN;
+            bad_id = true;
+            continue;
+        }
+        const float a = seq_adv[s];
+        if (MODE == ARBOR_ADV_BROADCAST) {
+            out[t] = a;
+        } else if (all_nan) {
+            out[t] = NAN;
+        } else if (MODE == ARBOR_ADV_AEPO || (post != nullptr && post[t] && h[t] >= tau)) {
+            // ALGORITHMS.md §3: Ã = A · (1 + coef · Ĥ), Ĥ = (H − μ) / sqrt(var + eps)
+            const double h_hat = ((double)h[t] - mean) * scale;
+            out[t] = (float)((double)a * (1.0 + (double)coef * h_hat));
+            shaped++;
+        } else {
+            out[t] = a;
+        }
+    }
+    return shaped;
+}
+
+template <class Ids>
+static int64_t apply_mode(int mode, Ids ids, const float* seq_adv, int64_t n_seqs, const uint8_t* mask, const float* h,
+                          const uint8_t* post, float coef, double mean, double scale, float tau, bool all_nan,
+                          float* out, int64_t b, int64_t e, bool& bad_id) {
+    if (mode == ARBOR_ADV_AEPO)
+        return apply<ARBOR_ADV_AEPO>(ids, seq_adv, n_seqs, mask, h, post, coef, mean, scale, tau, all_nan, out, b, e, bad_id);
+    if (mode == ARBOR_ADV_TAO)
+        return apply<ARBOR_ADV_TAO>(ids, seq_adv, n_seqs, mask, h, post, coef, mean, scale, tau, all_nan, out, b, e, bad_id);
+    return apply<ARBOR_ADV_BROADCAST>(ids, seq_adv, n_seqs, mask, h, post, coef, mean, scale, tau, all_nan, out, b, e, bad_id);
+}
+
 static int token_advantages(const float* seq_adv, int64_t n_seqs, const void* seq_ids, int seq_id_dtype,
                             int64_t n_tokens, int64_t seq_len, const uint8_t* mask, const float* entropy,
                             const uint8_t* post_tool, int mode, float coef, double top_fraction, float* out,
@@ -36,49 +160,33 @@ static int token_advantages(const float* seq_adv, int64_t n_seqs, const void* se
         return ARBOR_ERR_ARG;
     const int64_t nchunks = (n_tokens + TOKEN_CHUNK - 1) / TOKEN_CHUNK;
     auto chunk_end = [&](int64_t c) { return std::min(n_tokens, (c + 1) * TOKEN_CHUNK); };
-    auto valid_at = [&](int64_t t) { return mask == nullptr || mask[t] != 0; };
 
-    // Pass 1: counts and Σ H, per chunk, then in chunk order.
-    std::vector<ChunkSums> part(nchunks);
-    parallel_for(nchunks, num_threads, TOKEN_CHUNK, [&](int64_t b, int64_t e) {
-        for (int64_t c = b; c < e; ++c) {
-            ChunkSums s;
-            for (int64_t t = c * TOKEN_CHUNK; t < chunk_end(c); ++t) {
-                if (!valid_at(t)) continue;
-                s.valid++;
-                if (post_tool != nullptr && post_tool[t]) s.post++;
-                if (entropy != nullptr) {
-                    const float h = entropy[t];
-                    if (isfinite(h)) s.sum += h;
-                    else s.nonfinite++;
-                }
-            }
-            part[c] = s;
-        }
-    });
+    // Passes 1 and 2: batch statistics, per chunk, combined in chunk order (skipped for a plain broadcast
+    // without stats).
     ChunkSums tot;
-    for (const ChunkSums& s : part) {
-        tot.sum += s.sum;
-        tot.valid += s.valid;
-        tot.post += s.post;
-        tot.nonfinite += s.nonfinite;
-    }
-    const bool have_h = entropy != nullptr && tot.valid > 0 && tot.nonfinite == 0;
+    std::vector<ChunkSums> part;
     double mean = NAN, var = NAN, scale = NAN;
+    bool have_h = false;
+    if (stats != nullptr || mode != ARBOR_ADV_BROADCAST) {
+        part.resize(nchunks);
+        parallel_for(nchunks, num_threads, TOKEN_CHUNK, [&](int64_t b, int64_t e) {
+            for (int64_t c = b; c < e; ++c) part[c] = pass1_dispatch(mask, entropy, post_tool, c * TOKEN_CHUNK, chunk_end(c));
+        });
+        for (const ChunkSums& s : part) {
+            tot.sum += s.sum;
+            tot.valid += s.valid;
+            tot.post += s.post;
+            tot.nonfinite += s.nonfinite;
+        }
+        have_h = entropy != nullptr && tot.valid > 0 && tot.nonfinite == 0;
+    }
     if (have_h) {
         mean = tot.sum / (double)tot.valid;
-        // Pass 2: Σ (H − μ)² (two-pass: no cancellation, unlike Σ H² − n μ²).
         std::vector<double> ss(nchunks, 0.0);
         parallel_for(nchunks, num_threads, TOKEN_CHUNK, [&](int64_t b, int64_t e) {
-            for (int64_t c = b; c < e; ++c) {
-                double s = 0.0;
-                for (int64_t t = c * TOKEN_CHUNK; t < chunk_end(c); ++t) {
-                    if (!valid_at(t)) continue;
-                    const double d = (double)entropy[t] - mean;
-                    s += d * d;
-                }
-                ss[c] = s;
-            }
+            for (int64_t c = b; c < e; ++c)
+                ss[c] = mask != nullptr ? pass2<true>(mask, entropy, mean, c * TOKEN_CHUNK, chunk_end(c))
+                                        : pass2<false>(mask, entropy, mean, c * TOKEN_CHUNK, chunk_end(c));
         });
         double sum_sq = 0.0;
         for (double s : ss) sum_sq += s;
@@ -96,7 +204,7 @@ static int token_advantages(const float* seq_adv, int64_t n_seqs, const void* se
             for (int64_t c = b; c < e; ++c) {
                 int64_t o = offset[c];
                 for (int64_t t = c * TOKEN_CHUNK; t < chunk_end(c); ++t)
-                    if (valid_at(t) && post_tool[t]) cand[o++] = entropy[t];
+                    if ((mask == nullptr || mask[t]) && post_tool[t]) cand[o++] = entropy[t];
             }
         });
         const int64_t k = top_fraction_count(top_fraction, tot.post);
@@ -109,33 +217,19 @@ static int token_advantages(const float* seq_adv, int64_t n_seqs, const void* se
     std::atomic<int> bad_id{0};
     std::atomic<int64_t> shaped{0};
     parallel_for(n_tokens, num_threads, 4, [&](int64_t b, int64_t e) {
-        int64_t local_shaped = 0;
-        for (int64_t t = b; t < e; ++t) {
-            if (!valid_at(t)) {
-                out[t] = 0.0f;
-                continue;
-            }
-            const int64_t s = token_seq(seq_ids, seq_id_dtype, seq_len, t);
-            if (s < 0 || s >= n_seqs) {
-                out[t] = NAN;
-                bad_id.store(1, std::memory_order_relaxed);
-                continue;
-            }
-            const float a = seq_adv[s];
-            if (mode == ARBOR_ADV_BROADCAST) {
-                out[t] = a;
-            } else if (shaping_nan) {
-                out[t] = NAN;
-            } else if (mode == ARBOR_ADV_AEPO || (post_tool != nullptr && post_tool[t] && entropy[t] >= tau)) {
-                // ALGORITHMS.md §3: Ã = A · (1 + coef · Ĥ), Ĥ = (H − μ) / sqrt(var + eps)
-                const double h_hat = ((double)entropy[t] - mean) * scale;
-                out[t] = (float)((double)a * (1.0 + (double)coef * h_hat));
-                local_shaped++;
-            } else {
-                out[t] = a;
-            }
-        }
-        shaped.fetch_add(local_shaped, std::memory_order_relaxed);
+        bool bad = false;
+        int64_t n;
+        if (seq_ids == nullptr)
+            n = apply_mode(mode, PaddedIds{seq_len}, seq_adv, n_seqs, mask, entropy, post_tool, coef, mean, scale, tau,
+                           shaping_nan, out, b, e, bad);
+        else if (seq_id_dtype == ARBOR_I32)
+            n = apply_mode(mode, ArrayIds<int32_t>{(const int32_t*)seq_ids}, seq_adv, n_seqs, mask, entropy, post_tool,
+                           coef, mean, scale, tau, shaping_nan, out, b, e, bad);
+        else
+            n = apply_mode(mode, ArrayIds<int64_t>{(const int64_t*)seq_ids}, seq_adv, n_seqs, mask, entropy, post_tool,
+                           coef, mean, scale, tau, shaping_nan, out, b, e, bad);
+        shaped.fetch_add(n, std::memory_order_relaxed);
+        if (bad) bad_id.store(1, std::memory_order_relaxed);
     });
 
     if (stats != nullptr) {

@@ -110,6 +110,11 @@ final class NaiveTransformer {
 
     // ------------------------------------------------------------------ shared test helpers
 
+    /** One CPU thread for the tests (tiny configurations; see {@link CpuThreads} for why). */
+    static void singleThreaded() {
+        CpuThreads.set(1);
+    }
+
     /** Seed from -Darbor.seed or the clock (the convention of the core tests); printed by the caller. */
     static long seed() {
         String s = System.getProperty("arbor.seed");

@@ -22,11 +22,17 @@ import org.bytedeco.pytorch.TensorVector;
 import org.bytedeco.pytorch.global.torch;
 import org.bytedeco.pytorch.global.torch.ScalarType;
 import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
 class ReferencePolicyTest {
+
+    @BeforeAll
+    static void threads() {
+        NaiveTransformer.singleThreaded();
+    }
 
     static Stream<PolicyConfig> configs() {
         long seed = NaiveTransformer.seed();

@@ -77,6 +77,7 @@ final class Tensors {
         try (PointerScope scope = new PointerScope()) {
             Tensor c = t.detach().to(new Device("cpu"), ScalarType.Double).contiguous();
             double[] out = new double[Math.toIntExact(c.numel())];
+            if (out.length == 0) return out;
             new DoublePointer(c.data_ptr()).capacity(out.length).get(out);
             return out;
         }

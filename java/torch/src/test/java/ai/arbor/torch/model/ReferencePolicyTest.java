@@ -158,6 +158,47 @@ class ReferencePolicyTest {
         }
     }
 
+    /**
+     * The trainer's path: a kernel writes dLoss/dlogits and calls {@code logits.backward(grad)}. For the
+     * mean cross entropy that gradient is (softmax − onehot) / N, written here by hand; the parameter
+     * gradients must equal those of {@code cross_entropy(...).backward()}.
+     */
+    @Test
+    void backwardFromAGivenLogitsGradientEqualsLossBackward() {
+        long seed = NaiveTransformer.seed();
+        System.out.println("seed " + seed);
+        Random rnd = new Random(seed);
+        PolicyConfig config = NaiveTransformer.mqa(seed);
+        try (ReferencePolicy policy = ReferencePolicy.create(config, "cpu", ScalarType.Double); PointerScope scope = new PointerScope()) {
+            randomize(policy, rnd, 0.4);
+            int[][] tokens = {randomTokens(rnd, 5, config.vocab()), randomTokens(rnd, 5, config.vocab())};
+            long[] targets = new long[10];
+            for (int i = 0; i < targets.length; i++) targets[i] = rnd.nextInt(config.vocab());
+            Tensor target = Tensors.longs(targets, policy.device());
+            torch.cross_entropy(policy.forward(tokens).view(-1, config.vocab()), target).backward();
+            Map<String, double[]> expected = new java.util.HashMap<>();
+            for (Map.Entry<String, Tensor> e : policy.namedParameters().entrySet()) {
+                expected.put(e.getKey(), Tensors.toDoubles(e.getValue().grad()));
+                e.getValue().grad().zero_();
+            }
+            Tensor logits = policy.forward(tokens);
+            double[] l = Tensors.toDoubles(logits);
+            int v = config.vocab();
+            double[] grad = new double[l.length];
+            for (int r = 0; r < 10; r++) {
+                double max = Double.NEGATIVE_INFINITY, z = 0;
+                for (int j = 0; j < v; j++) max = Math.max(max, l[r * v + j]);
+                for (int j = 0; j < v; j++) z += Math.exp(l[r * v + j] - max);
+                for (int j = 0; j < v; j++)
+                    grad[r * v + j] = (Math.exp(l[r * v + j] - max) / z - (j == targets[r] ? 1 : 0)) / 10;
+            }
+            logits.backward(Tensors.doubles(grad, Tensors.shape(logits), ScalarType.Double, policy.device()),
+                    new org.bytedeco.pytorch.BoolOptional(), false, new org.bytedeco.pytorch.TensorArrayRefOptional());
+            for (Map.Entry<String, Tensor> e : policy.namedParameters().entrySet())
+                assertArrayEquals(expected.get(e.getKey()), Tensors.toDoubles(e.getValue().grad()), 1e-12, e.getKey());
+        }
+    }
+
     @Test
     void adamWStepsDecreaseCrossEntropyOnAFixedBatch() {
         long seed = NaiveTransformer.seed();

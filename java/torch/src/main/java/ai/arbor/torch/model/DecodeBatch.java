@@ -44,6 +44,7 @@ import org.bytedeco.pytorch.global.torch;
  *
  * <p>Runs without autograd. Not thread-safe.
  */
+@SuppressWarnings("try") // PointerScope and NoGradGuard act through their try blocks
 public final class DecodeBatch implements AutoCloseable {
 
     private final ReferencePolicy policy;

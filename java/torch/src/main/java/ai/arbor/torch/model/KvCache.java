@@ -25,6 +25,7 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
  *
  * <p>Owned by one {@link DecodeBatch}; not thread-safe.
  */
+@SuppressWarnings("try") // PointerScope and NoGradGuard act through their try blocks
 public final class KvCache implements AutoCloseable {
 
     private final int layers;

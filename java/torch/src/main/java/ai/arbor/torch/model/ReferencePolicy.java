@@ -49,6 +49,7 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
  * if there is one, otherwise the caller closes them (or leaves them to the GC, outside hot loops).
  * Not thread-safe.
  */
+@SuppressWarnings("try") // PointerScope and NoGradGuard act through their try blocks
 public final class ReferencePolicy implements AutoCloseable {
 
     /** Tensor names of the Hugging Face Llama layout, used in checkpoints. */

@@ -41,6 +41,7 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
  * Reading validates what the reference implementation validates: a header inside the file, known
  * dtypes, sizes that match shapes, and data offsets that tile the data section exactly.
  */
+@SuppressWarnings("try") // PointerScope and NoGradGuard act through their try blocks
 public final class Safetensors {
 
     /** The largest header accepted (the reference implementation's limit). */

@@ -19,6 +19,7 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
  * <p>Ownership rule of the package: a tensor that outlives the method creating it goes through
  * {@link #own}; everything else is created inside a {@link PointerScope} and freed when it closes.
  */
+@SuppressWarnings("try") // PointerScope and NoGradGuard act through their try blocks
 final class Tensors {
 
     private Tensors() {}

@@ -24,6 +24,7 @@ import org.junit.jupiter.api.io.TempDir;
  * equals recomputation, a training step runs, checkpoints move between devices. Runs only where
  * libtorch sees a GPU (the GPU build of the preset: {@code mvn -Pgpu}); skipped with that reason elsewhere.
  */
+@SuppressWarnings("try") // PointerScope and NoGradGuard act through their try blocks
 class CudaPolicyTest {
 
     @TempDir

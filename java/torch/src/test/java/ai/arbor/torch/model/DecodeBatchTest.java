@@ -27,6 +27,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * Cached decoding against full recomputation: the reference for "the logits after tokens x₀…x_t" is
  * the training forward over x₀…x_t (itself checked against {@link NaiveTransformer}), read at t.
  */
+@SuppressWarnings("try") // PointerScope and NoGradGuard act through their try blocks
 class DecodeBatchTest {
 
     private static final double TOL = 1e-10;

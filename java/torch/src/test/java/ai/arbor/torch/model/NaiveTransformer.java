@@ -11,6 +11,7 @@ import org.bytedeco.pytorch.Tensor;
  * with grouped key/value heads, SwiGLU and the LM head. It shares nothing with the model's code but
  * the parameter values.
  */
+@SuppressWarnings("try") // PointerScope and NoGradGuard act through their try blocks
 final class NaiveTransformer {
 
     private final PolicyConfig c;

@@ -27,6 +27,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
+@SuppressWarnings("try") // PointerScope and NoGradGuard act through their try blocks
 class ReferencePolicyTest {
 
     @BeforeAll

@@ -24,6 +24,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+@SuppressWarnings("try") // PointerScope and NoGradGuard act through their try blocks
 class SafetensorsTest {
 
     @TempDir

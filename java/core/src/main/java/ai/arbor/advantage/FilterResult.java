@@ -160,7 +160,7 @@ public final class FilterResult {
         if (advantages.length != size())
             throw new IllegalArgumentException("advantages.length must be " + size() + ", got " + advantages.length);
         float[] out = new float[advantages.length];
-        for (int i = 0; i < out.length; i++) out[i] = advantages[i] * weights[i];
+        for (int i = 0; i < out.length; i++) out[i] = weights[i] == 0f ? 0f : advantages[i] * weights[i];  // +0, not −0
         return out;
     }
 

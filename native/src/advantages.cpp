@@ -8,6 +8,7 @@
 // threshold is an exact order statistic (nth_element over a copy of the candidates), so every step is
 // deterministic and the result is bitwise identical for every thread count.
 #include <math.h>
+#include <string.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +24,16 @@ namespace adv {
 
 static const int64_t TOKEN_CHUNK = 1 << 14;
 
+// x when keep, else +0.0 — by bit masking, so the compiler cannot turn a random mask into branches
+// (x may be NaN or junk when !keep: masked tokens' entropies are never read into a sum).
+static inline double keep_or_zero(double x, bool keep) {
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    b &= (uint64_t)0 - (uint64_t)keep;
+    memcpy(&x, &b, sizeof b);
+    return x;
+}
+
 struct ChunkSums {
     double sum = 0.0;  // Σ H over valid tokens with finite H (pass 1), Σ (H − μ)² (pass 2)
     int64_t valid = 0, post = 0, nonfinite = 0;
@@ -36,14 +47,14 @@ static ChunkSums pass1(const uint8_t* mask, const float* h, const uint8_t* post,
     double s[4] = {0.0, 0.0, 0.0, 0.0};
     int64_t valid = 0, npost = 0, nonfinite = 0;
     auto token = [&](int64_t t, double& acc) {
-        const bool v = !M || mask[t] != 0;
+        const int v = !M || mask[t] != 0;
         valid += v;
-        if (P) npost += v && post[t] != 0;
+        if (P) npost += v & (int)(post[t] != 0);
         if (H) {
             const float x = h[t];
-            const bool fin = isfinite(x);
-            nonfinite += v && !fin;
-            acc += (v && fin) ? (double)x : 0.0;
+            const int fin = isfinite(x);
+            nonfinite += v & (fin ^ 1);
+            acc += keep_or_zero((double)x, v & fin);
         }
     };
     int64_t t = b;
@@ -68,7 +79,7 @@ static double pass2(const uint8_t* mask, const float* h, double mean, int64_t b,
     double s[4] = {0.0, 0.0, 0.0, 0.0};
     auto token = [&](int64_t t, double& acc) {
         const double d = (double)h[t] - mean;
-        acc += (!M || mask[t] != 0) ? d * d : 0.0;
+        acc += keep_or_zero(d * d, !M || mask[t] != 0);
     };
     int64_t t = b;
     for (; t + 4 <= e; t += 4) {
@@ -216,7 +227,8 @@ static int token_advantages(const float* seq_adv, int64_t n_seqs, const void* se
     const bool shaping_nan = mode != ARBOR_ADV_BROADCAST && !have_h && tot.nonfinite > 0;
     std::atomic<int> bad_id{0};
     std::atomic<int64_t> shaped{0};
-    parallel_for(n_tokens, num_threads, 4, [&](int64_t b, int64_t e) {
+    // ~1-2 ns per token: a thread (tens of µs to start) pays off from ~32 Ki tokens on (parallel.h's unit)
+    parallel_for(n_tokens, num_threads, 1, [&](int64_t b, int64_t e) {
         bool bad = false;
         int64_t n;
         if (seq_ids == nullptr)

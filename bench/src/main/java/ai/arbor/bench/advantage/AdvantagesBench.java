@@ -4,6 +4,7 @@ import ai.arbor.advantage.Advantages;
 import ai.arbor.advantage.TokenAdvantages;
 import ai.arbor.advantage.TokenShaping;
 import ai.arbor.kernels.DType;
+import ai.arbor.kernels.Kernels;
 import ai.arbor.kernels.MemRef;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -107,6 +108,18 @@ public class AdvantagesBench {
     public MemRef aepoDirect() {
         TokenAdvantages.compute(dAdv, adv.length, dIds, DType.I32, tokens, 0, dMask, dH, dPost, TokenShaping.aepo(), dOut, dStats, 0);
         return dOut;
+    }
+
+    /** The same on one thread (the others use {@code Kernels.threads()}, all processors by default). */
+    @Benchmark
+    public MemRef aepoDirect1Thread() {
+        int t = Kernels.threads();
+        Kernels.setThreads(1);
+        try {
+            return aepoDirect();
+        } finally {
+            Kernels.setThreads(t);
+        }
     }
 
     @Benchmark

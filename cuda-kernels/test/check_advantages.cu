@@ -3,7 +3,7 @@
 //
 // Tolerances: per token |err| <= 1e-6 · |A| · (1 + |coef · Ĥ|) (the kernel evaluates the reference's
 // expression in double and rounds once to fp32; only the last bits of μ and the scale differ). The set
-// of shaped tokens, every count and the TAO threshold τ must match exactly; μ and the std to 1e-12
+// of shaped tokens, every count and the TAO threshold τ must match exactly; μ and the std to 1e-9
 // relative. Reruns must be bitwise identical (fixed-order reductions).
 #include <cstring>
 
@@ -60,6 +60,7 @@ AdvData make_data(std::mt19937_64& rng, const AdvCase& k) {
     for (int64_t t = 0; t < d.n_tokens; ++t) {
         d.entropy[t] = k.tie_levels > 0 ? 0.25f * (float)(rng() % k.tie_levels) : fabsf(nd(rng)) * 2.0f;
         d.post[t] = rng() % 3 == 0 ? 1 : 0;
+        if (!d.mask[t] && rng() % 3 == 0) d.entropy[t] = NAN;  // masked tokens are never read
     }
     return d;
 }
@@ -117,17 +118,18 @@ void check_case(Ctx& c, const AdvCase& k) {
     double worst = 0, worst_cpu = 0;
     for (int64_t t = 0; t < d.n_tokens; ++t) {
         const double a = fabs(adv_d[d.ids64[t]]);
-        const double h_hat = std::isfinite(mean) ? fabs((ent_d[t] - mean) * scale) : 0.0;
+        const double h_hat = std::isfinite(mean) && d.mask[t] ? fabs((ent_d[t] - mean) * scale) : 0.0;
         const double tol = 1e-6 * a * (1.0 + fabs((double)coef) * h_hat) + 1e-30;
         worst = std::max(worst, err_ratio(ref[t], g.out[t], tol));
         worst_cpu = std::max(worst_cpu, err_ratio(cpu[t], g.out[t], tol));
     }
-    // counts and τ exactly, μ and std to 1e-12 relative
+    // counts and τ exactly; μ, std and scale to 1e-9 relative (the reference sums up to 10^6 terms in
+    // index order: its own relative error reaches ~n · 2^-53)
     for (int i : {ARBOR_ADV_STAT_VALID, ARBOR_ADV_STAT_POST, ARBOR_ADV_STAT_SHAPED, ARBOR_ADV_STAT_NONFINITE,
                   ARBOR_ADV_STAT_THRESHOLD})
         worst = std::max(worst, err_ratio(rstats[i], g.stats[i], 1e-300));
     for (int i : {ARBOR_ADV_STAT_MEAN, ARBOR_ADV_STAT_STD, ARBOR_ADV_STAT_SCALE})
-        worst = std::max(worst, err_ratio(rstats[i], g.stats[i], 1e-12 * std::max(1.0, fabs(rstats[i]))));
+        worst = std::max(worst, err_ratio(rstats[i], g.stats[i], 1e-9 * std::max(1.0, fabs(rstats[i]))));
     record_check(c, "token_advantages", what, worst);
     record_check(c, "token_advantages_vs_cpu", what, worst_cpu);
     const bool same = g.out.size() == g2.out.size() &&

@@ -436,16 +436,19 @@ class TokenAdvantagesTest {
         return worst;
     }
 
-    /** Counts and τ exactly; μ, std and scale to 1e-12 relative (NaN where the other is NaN). */
+    /**
+     * Counts and τ exactly; μ, std and scale to 1e-9 relative (NaN where the other is NaN) — the reference
+     * sums up to 10^5–10^6 terms in index order, so its own relative error can pass 1e-12.
+     */
     static void assertStatsAgree(ShapingStats e, ShapingStats k, TokenShaping s) {
         assertEquals(e.validTokens(), k.validTokens());
         assertEquals(e.postToolTokens(), k.postToolTokens());
         assertEquals(e.shapedTokens(), k.shapedTokens(), "shaped tokens (" + s + ")");
         assertEquals(e.threshold(), k.threshold(), 0.0, "τ (" + s + ")");
         assertEquals(e.nonFiniteEntropy(), k.nonFiniteEntropy());
-        assertEquals(e.entropyMean(), k.entropyMean(), 1e-12 * (1 + Math.abs(e.entropyMean())));
-        assertEquals(e.entropyStd(), k.entropyStd(), 1e-12 * (1 + Math.abs(e.entropyStd())));
-        assertEquals(e.scale(), k.scale(), 1e-12 * (1 + Math.abs(e.scale())));
+        assertEquals(e.entropyMean(), k.entropyMean(), 1e-9 * (1 + Math.abs(e.entropyMean())));
+        assertEquals(e.entropyStd(), k.entropyStd(), 1e-9 * (1 + Math.abs(e.entropyStd())));
+        assertEquals(e.scale(), k.scale(), 1e-9 * (1 + Math.abs(e.scale())));
     }
 
     static boolean[] filled(int n) {

@@ -1,17 +1,22 @@
 // Advantages and token-level shaping (ALGORITHMS.md §3) — CUDA kernels (issue #4), same ABI and
 // semantics as native/src/advantages.cpp (contract: native/include/arbor/advantages.h).
 //
-// v1 (this file): two launches on the stream.
-//   1. token_adv_stats_kernel — ONE block of 1024 threads walks all tokens: counts, Σ H (double),
-//      then Σ (H − μ)² (double), then (TAO-RL) the k-th largest post-tool entropy by a 4-pass radix
-//      select over order-preserving 32-bit keys (8-bit digits, shared-memory integer histograms), then
-//      the count of selected tokens. Every reduction has a fixed order (per-thread strided sums,
-//      shuffle trees, warp partials summed by one warp), so a run is bitwise reproducible. One block
-//      is enough for RL batches (the token count of a step is 10^4–10^6 and the pass reads 6 bytes per
-//      token); the statistics go to the caller's stats array, which is how they reach launch 2.
-//   2. token_adv_apply_kernel — grid-stride elementwise pass writing Ã per token, with the same double
-//      expression as the CPU kernel (explicitly rounded operations: no FMA contraction), so CPU and
-//      CUDA differ only through the last bits of μ and the scale.
+// v2 (this file; v1 did the statistics in one block, which is latency-bound past ~10^5 tokens). Tokens
+// are split into G = min(1024, ⌈n / 4096⌉) contiguous block ranges — G depends on n only. Launches on
+// the stream, with a small workspace from cudaMallocAsync:
+//   1. adv_pass1_kernel (G blocks): per block Σ H in double (strided per-thread sums, shuffle tree, warp
+//      partials summed by one warp: a fixed order) into part_sum[block]; integer counts by atomics.
+//   2. adv_pass2_kernel (G blocks): every block forms μ from part_sum in the same fixed order, then
+//      Σ (H − μ)² into part_ss[block].
+//   3. adv_finalize_kernel (1 block): μ, unbiased var, scale, counts → the caller's stats array.
+//   4. TAO-RL only: τ = the k-th largest candidate entropy by a 4-level radix select over order-preserving
+//      32-bit keys, 8-bit digits: per level adv_hist_kernel (G blocks, shared-memory histograms added
+//      into a global one with integer atomics) and adv_select_kernel (one thread picks the digit). The
+//      shaped count comes from the histograms: candidates above τ's digit at each level plus the ties.
+//   5. adv_apply_kernel: grid-stride elementwise pass writing Ã with the CPU kernel's double expression
+//      (explicitly rounded operations, no FMA contraction), reading μ, scale and τ from stats.
+// Floating-point sums have a fixed order and everything else is integer, so a rerun is bitwise identical;
+// CPU and CUDA differ only through the last bits of μ and the scale.
 #ifndef ARBOR_CUDA_ADVANTAGES_CUH
 #define ARBOR_CUDA_ADVANTAGES_CUH
 
@@ -20,7 +25,9 @@
 
 namespace arbor_cuda {
 
-static constexpr int ADV_STATS_THREADS = 1024;
+static constexpr int ADV_THREADS = 256;
+static constexpr int64_t ADV_TOKENS_PER_BLOCK = 4096;
+static constexpr int64_t ADV_MAX_BLOCKS = 1024;
 
 // Order-preserving key of a float (larger float → larger key); −0 is folded onto +0 so the key order
 // agrees with float comparison, which the apply pass uses.
@@ -53,21 +60,38 @@ __device__ __forceinline__ T adv_block_sum(T v, T* shm) {
     return shm[0];
 }
 
-__global__ void __launch_bounds__(ADV_STATS_THREADS)
-token_adv_stats_kernel(const float* __restrict__ entropy, const uint8_t* __restrict__ mask,
-                       const uint8_t* __restrict__ post, int64_t n, int mode, double top_fraction,
-                       double* __restrict__ stats) {
+// Σ part[0..g) with an order fixed by g and blockDim alone: every block computing it gets the same bits.
+__device__ __forceinline__ double adv_sum_partials(const double* part, int64_t g, double* shm) {
+    double v = 0.0;
+    for (int64_t i = threadIdx.x; i < g; i += blockDim.x) v += part[i];
+    return adv_block_sum(v, shm);
+}
+
+// Device workspace of one call (zeroed first); the per-block partial sums follow it.
+struct AdvWork {
+    unsigned long long valid, post, nonfinite;  // integer atomics: the order does not matter
+    unsigned long long krem, above;             // radix select: rank still to find; candidates known above τ
+    unsigned int prefix, pmask;                 // key bits fixed so far
+    int active;                                 // the TAO select has candidates and statistics
+    unsigned int hist[256];
+};
+static constexpr size_t ADV_WORK_BYTES = (sizeof(AdvWork) + 15) / 16 * 16;
+
+__device__ __forceinline__ void adv_block_range(int64_t n, int64_t chunk, int64_t& begin, int64_t& end) {
+    begin = (int64_t)blockIdx.x * chunk;
+    end = begin + chunk < n ? begin + chunk : n;
+}
+
+__global__ void __launch_bounds__(ADV_THREADS)
+adv_pass1_kernel(const float* __restrict__ entropy, const uint8_t* __restrict__ mask, const uint8_t* __restrict__ post,
+                 int64_t n, int64_t chunk, AdvWork* w, double* __restrict__ part_sum) {
     __shared__ double sd[32];
     __shared__ unsigned long long su[32];
-    __shared__ unsigned int hist[256];
-    __shared__ uint32_t s_prefix;
-    __shared__ unsigned long long s_krem;
-    const int tid = threadIdx.x, nt = blockDim.x;
-
-    // counts and Σ H
+    int64_t begin, end;
+    adv_block_range(n, chunk, begin, end);
     double sum = 0.0;
     unsigned long long valid = 0, npost = 0, nonfinite = 0;
-    for (int64_t t = tid; t < n; t += nt) {
+    for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
         if (mask != nullptr && !mask[t]) continue;
         valid++;
         if (post != nullptr && post[t]) npost++;
@@ -81,76 +105,113 @@ token_adv_stats_kernel(const float* __restrict__ entropy, const uint8_t* __restr
     valid = adv_block_sum(valid, su);
     npost = adv_block_sum(npost, su);
     nonfinite = adv_block_sum(nonfinite, su);
-    const bool have_h = entropy != nullptr && valid > 0 && nonfinite == 0;
-
-    double mean = NAN, var = NAN, scale = NAN;
-    if (have_h) {  // uniform across the block: every thread holds the same sums
-        mean = sum / (double)valid;
-        double ss = 0.0;
-        for (int64_t t = tid; t < n; t += nt) {
-            if (mask != nullptr && !mask[t]) continue;
-            const double d = (double)entropy[t] - mean;
-            ss += d * d;
-        }
-        ss = adv_block_sum(ss, sd);
-        var = valid >= 2 ? ss / (double)(valid - 1) : 0.0;
-        scale = 1.0 / sqrt(var + ARBOR_ADV_VAR_EPS);
-    }
-
-    float tau = NAN;
-    unsigned long long shaped = 0;
-    if (mode == ARBOR_ADV_AEPO && have_h) shaped = valid;
-    if (mode == ARBOR_ADV_TAO && have_h && npost > 0) {
-        // radix select of the k-th largest key among the candidates, most significant digit first
-        unsigned long long krem = (unsigned long long)arbor::top_fraction_count(top_fraction, (int64_t)npost);
-        uint32_t prefix = 0, pmask = 0;
-        for (int shift = 24; shift >= 0; shift -= 8) {
-            for (int i = tid; i < 256; i += nt) hist[i] = 0u;
-            __syncthreads();
-            for (int64_t t = tid; t < n; t += nt) {
-                if ((mask != nullptr && !mask[t]) || !post[t]) continue;
-                const uint32_t key = adv_float_key(entropy[t]);
-                if ((key & pmask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
-            }
-            __syncthreads();
-            if (tid == 0) {
-                unsigned long long above = 0;
-                int b = 255;
-                for (; b > 0; --b) {  // the digit holding the krem-th largest (b = 0 if none above)
-                    if (above + hist[b] >= krem) break;
-                    above += hist[b];
-                }
-                s_prefix = prefix | ((uint32_t)b << shift);
-                s_krem = krem - above;
-            }
-            __syncthreads();
-            prefix = s_prefix;
-            krem = s_krem;
-            pmask |= 0xFFu << shift;
-        }
-        tau = adv_key_float(prefix);
-        unsigned long long sel = 0;
-        for (int64_t t = tid; t < n; t += nt)
-            if ((mask == nullptr || mask[t]) && post[t] && entropy[t] >= tau) sel++;
-        shaped = adv_block_sum(sel, su);
-    }
-
-    if (tid == 0) {
-        stats[ARBOR_ADV_STAT_VALID] = (double)valid;
-        stats[ARBOR_ADV_STAT_POST] = post != nullptr ? (double)npost : 0.0;
-        stats[ARBOR_ADV_STAT_SHAPED] = (double)shaped;
-        stats[ARBOR_ADV_STAT_MEAN] = mean;
-        stats[ARBOR_ADV_STAT_STD] = have_h ? sqrt(var) : NAN;
-        stats[ARBOR_ADV_STAT_THRESHOLD] = (double)tau;
-        stats[ARBOR_ADV_STAT_SCALE] = scale;
-        stats[ARBOR_ADV_STAT_NONFINITE] = (double)nonfinite;
+    if (threadIdx.x == 0) {
+        part_sum[blockIdx.x] = sum;
+        if (valid) atomicAdd(&w->valid, valid);
+        if (npost) atomicAdd(&w->post, npost);
+        if (nonfinite) atomicAdd(&w->nonfinite, nonfinite);
     }
 }
 
-__global__ void token_adv_apply_kernel(const float* __restrict__ seq_adv, int64_t n_seqs, const void* __restrict__ seq_ids,
-                                       int seq_id_dtype, int64_t seq_len, int64_t n, const uint8_t* __restrict__ mask,
-                                       const float* __restrict__ entropy, const uint8_t* __restrict__ post, int mode,
-                                       float coef, const double* __restrict__ stats, float* __restrict__ out) {
+__global__ void __launch_bounds__(ADV_THREADS)
+adv_pass2_kernel(const float* __restrict__ entropy, const uint8_t* __restrict__ mask, int64_t n, int64_t chunk,
+                 int64_t g, const AdvWork* w, const double* __restrict__ part_sum, double* __restrict__ part_ss) {
+    __shared__ double sd[32];
+    const unsigned long long valid = w->valid;
+    if (valid == 0 || w->nonfinite != 0) {  // no statistics: uniform across the block
+        if (threadIdx.x == 0) part_ss[blockIdx.x] = 0.0;
+        return;
+    }
+    const double mean = adv_sum_partials(part_sum, g, sd) / (double)valid;
+    int64_t begin, end;
+    adv_block_range(n, chunk, begin, end);
+    double ss = 0.0;
+    for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+        if (mask != nullptr && !mask[t]) continue;
+        const double d = (double)entropy[t] - mean;
+        ss += d * d;
+    }
+    ss = adv_block_sum(ss, sd);
+    if (threadIdx.x == 0) part_ss[blockIdx.x] = ss;
+}
+
+__global__ void __launch_bounds__(ADV_THREADS)
+adv_finalize_kernel(bool has_entropy, bool has_post, int mode, double top_fraction, int64_t g, AdvWork* w,
+                    const double* __restrict__ part_sum, const double* __restrict__ part_ss, double* __restrict__ stats) {
+    __shared__ double sd[32];
+    const unsigned long long valid = w->valid, npost = w->post, nonfinite = w->nonfinite;
+    const bool have_h = has_entropy && valid > 0 && nonfinite == 0;
+    double mean = NAN, var = NAN, scale = NAN;
+    if (have_h) {  // the same reduction as adv_pass2_kernel's, so the same μ
+        mean = adv_sum_partials(part_sum, g, sd) / (double)valid;
+        const double ss = adv_sum_partials(part_ss, g, sd);
+        var = valid >= 2 ? ss / (double)(valid - 1) : 0.0;
+        scale = 1.0 / sqrt(var + ARBOR_ADV_VAR_EPS);
+    }
+    if (threadIdx.x == 0) {
+        stats[ARBOR_ADV_STAT_VALID] = (double)valid;
+        stats[ARBOR_ADV_STAT_POST] = has_post ? (double)npost : 0.0;
+        stats[ARBOR_ADV_STAT_SHAPED] = (mode == ARBOR_ADV_AEPO && have_h) ? (double)valid : 0.0;
+        stats[ARBOR_ADV_STAT_MEAN] = mean;
+        stats[ARBOR_ADV_STAT_STD] = have_h ? sqrt(var) : NAN;
+        stats[ARBOR_ADV_STAT_THRESHOLD] = NAN;
+        stats[ARBOR_ADV_STAT_SCALE] = scale;
+        stats[ARBOR_ADV_STAT_NONFINITE] = (double)nonfinite;
+        w->active = mode == ARBOR_ADV_TAO && have_h && npost > 0;
+        w->krem = w->active ? (unsigned long long)arbor::top_fraction_count(top_fraction, (int64_t)npost) : 0ull;
+        w->above = 0;
+        w->prefix = 0;
+        w->pmask = 0;
+    }
+}
+
+// One radix level: histogram of the digit at `shift` of the candidates whose higher digits match the prefix.
+__global__ void __launch_bounds__(ADV_THREADS)
+adv_hist_kernel(const float* __restrict__ entropy, const uint8_t* __restrict__ mask, const uint8_t* __restrict__ post,
+                int64_t n, int64_t chunk, int shift, AdvWork* w) {
+    __shared__ unsigned int sh[256];
+    if (!w->active) return;  // uniform
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) sh[i] = 0u;
+    __syncthreads();
+    const uint32_t prefix = w->prefix, pmask = w->pmask;
+    int64_t begin, end;
+    adv_block_range(n, chunk, begin, end);
+    for (int64_t t = begin + threadIdx.x; t < end; t += blockDim.x) {
+        if ((mask != nullptr && !mask[t]) || !post[t]) continue;
+        const uint32_t key = adv_float_key(entropy[t]);
+        if ((key & pmask) == prefix) atomicAdd(&sh[(key >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 256; i += blockDim.x)
+        if (sh[i]) atomicAdd(&w->hist[i], sh[i]);
+}
+
+// One thread: the digit holding the krem-th largest candidate; at the last level, τ and the shaped count.
+__global__ void adv_select_kernel(int shift, AdvWork* w, double* __restrict__ stats) {
+    if (!w->active) return;
+    const unsigned long long krem = w->krem;
+    unsigned long long above = 0;
+    int b = 255;
+    for (; b > 0; --b) {  // b = 0 when every remaining candidate has digit 0
+        if (above + w->hist[b] >= krem) break;
+        above += w->hist[b];
+    }
+    const unsigned long long ties = w->hist[b];
+    w->above += above;
+    w->krem = krem - above;
+    w->prefix |= (uint32_t)b << shift;
+    w->pmask |= 0xFFu << shift;
+    for (int i = 0; i < 256; ++i) w->hist[i] = 0u;  // for the next level
+    if (shift == 0) {
+        stats[ARBOR_ADV_STAT_THRESHOLD] = (double)adv_key_float(w->prefix);
+        stats[ARBOR_ADV_STAT_SHAPED] = (double)(w->above + ties);  // H > τ, plus every tie at τ
+    }
+}
+
+__global__ void adv_apply_kernel(const float* __restrict__ seq_adv, int64_t n_seqs, const void* __restrict__ seq_ids,
+                                 int seq_id_dtype, int64_t seq_len, int64_t n, const uint8_t* __restrict__ mask,
+                                 const float* __restrict__ entropy, const uint8_t* __restrict__ post, int mode,
+                                 float coef, const double* __restrict__ stats, float* __restrict__ out) {
     double mean = 0.0, scale = 0.0;
     float tau = NAN;
     bool all_nan = false;
@@ -193,12 +254,39 @@ static int token_advantages(const float* seq_adv, int64_t n_seqs, const void* se
                                   top_fraction, adv_out, stats))
         return ARBOR_ERR_ARG;
     cudaStream_t s = (cudaStream_t)stream;
-    if (stats != nullptr)
-        token_adv_stats_kernel<<<1, ADV_STATS_THREADS, 0, s>>>(entropy, loss_mask, post_tool, n_tokens, mode,
-                                                                top_fraction, stats);
+    if (stats != nullptr) {
+        int64_t g = (n_tokens + ADV_TOKENS_PER_BLOCK - 1) / ADV_TOKENS_PER_BLOCK;
+        g = g < 1 ? 1 : (g > ADV_MAX_BLOCKS ? ADV_MAX_BLOCKS : g);
+        const int64_t chunk = (n_tokens + g - 1) / g;
+        char* ws = nullptr;
+        cudaError_t err = cudaMallocAsync((void**)&ws, ADV_WORK_BYTES + 2 * g * sizeof(double), s);
+        if (err != cudaSuccess) return record_cuda_error(err);
+        AdvWork* w = (AdvWork*)ws;
+        double* part_sum = (double*)(ws + ADV_WORK_BYTES);
+        double* part_ss = part_sum + g;
+        err = cudaMemsetAsync(w, 0, sizeof(AdvWork), s);
+        if (err != cudaSuccess) {
+            cudaFreeAsync(ws, s);
+            return record_cuda_error(err);
+        }
+        const unsigned grid = (unsigned)g;
+        adv_pass1_kernel<<<grid, ADV_THREADS, 0, s>>>(entropy, loss_mask, post_tool, n_tokens, chunk, w, part_sum);
+        if (entropy != nullptr)
+            adv_pass2_kernel<<<grid, ADV_THREADS, 0, s>>>(entropy, loss_mask, n_tokens, chunk, g, w, part_sum, part_ss);
+        adv_finalize_kernel<<<1, ADV_THREADS, 0, s>>>(entropy != nullptr, post_tool != nullptr, mode, top_fraction, g, w,
+                                                      part_sum, part_ss, stats);
+        if (mode == ARBOR_ADV_TAO && entropy != nullptr && post_tool != nullptr) {
+            for (int shift = 24; shift >= 0; shift -= 8) {
+                adv_hist_kernel<<<grid, ADV_THREADS, 0, s>>>(entropy, loss_mask, post_tool, n_tokens, chunk, shift, w);
+                adv_select_kernel<<<1, 1, 0, s>>>(shift, w, stats);
+            }
+        }
+        err = cudaFreeAsync(ws, s);  // stream-ordered: after the kernels above
+        if (err != cudaSuccess) return record_cuda_error(err);
+    }
     if (n_tokens > 0) {
         const int64_t blocks = (n_tokens + 255) / 256;
-        token_adv_apply_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, s>>>(
+        adv_apply_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, s>>>(
             seq_adv, n_seqs, seq_ids, seq_id_dtype, seq_len, n_tokens, loss_mask, entropy, post_tool, mode, coef,
             stats, adv_out);
     }

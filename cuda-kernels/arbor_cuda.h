@@ -65,7 +65,8 @@ int arbor_cuda_token_stats_bwd_f16(const uint16_t* logits, int64_t rows, int64_t
 /* ---- advantages (issue #4) ---- */
 
 /* Token-level advantages (arbor/advantages.h). stats is a device array of ARBOR_ADV_NSTATS doubles; the
- * statistics pass writes it and the elementwise pass reads it, in stream order. A valid token whose
+ * statistics passes write it and the elementwise pass reads it, in stream order (with a small workspace
+ * from cudaMallocAsync/cudaFreeAsync on the same stream). A valid token whose
  * sequence id is outside [0, n_seqs) gets NaN; a non-finite entropy in a shaping mode makes every valid
  * output NaN and is counted in stats[ARBOR_ADV_STAT_NONFINITE]. */
 int arbor_cuda_token_advantages(const float* seq_adv, int64_t n_seqs, const void* seq_ids, int seq_id_dtype,

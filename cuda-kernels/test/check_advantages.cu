@@ -212,7 +212,7 @@ void check_advantages(Ctx& c) {
         {129, 517, false, true, true, ARBOR_ADV_TAO, 0.3, 7, ""},
         {100, 1000, false, false, true, ARBOR_ADV_TAO, 0.001, 0, "k=1ish"},
         {257, 4099, false, false, true, ARBOR_ADV_TAO, 0.25, 3, ""},
-        {1024, 2048, true, false, false, ARBOR_ADV_AEPO, 1.0, 0, "1M tokens"},
+        {1024, 2048, true, false, false, ARBOR_ADV_AEPO, 1.0, 0, "2M tokens"},
         {512, 4096, false, true, true, ARBOR_ADV_TAO, 0.2, 0, "1M tokens"},
     };
     for (const AdvCase& k : cases) check_case(c, k);

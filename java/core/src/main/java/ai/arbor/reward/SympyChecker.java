@@ -13,6 +13,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * The symbolic stage of {@link MathGrader}: sympy's {@code simplify(a - b) == 0}, run through a
@@ -27,7 +28,7 @@ import java.util.concurrent.TimeoutException;
  * 4300-digit {@code int(str)} limit never applies.
  *
  * <p>Timeout: the script arms {@code SIGALRM} for {@code timeout} when the session has no timer of its
- * own; Java waits {@code 2·timeout + 2 s} for the round trip. After a Java-side timeout the checker
+ * own; Java waits {@code 2·timeout + grace} (grace 5 s by default) for the round trip. After a Java-side timeout the checker
  * answers "busy" (unparseable) until the stuck call returns, instead of queueing behind it. A sandbox
  * failure gives an unparseable verdict, never an exception. The checker does not own the session;
  * {@link #close()} stops only its own waiting thread.
@@ -39,20 +40,36 @@ public final class SympyChecker implements AutoCloseable {
 
     private final SandboxSession session;
     private final Duration timeout;
+    private final Duration grace;
     private final ExecutorService worker;
-    private Future<ExecResult> pending;
+    /** True while a call is inside {@code session.execute} (a cancelled future may still be running there). */
+    private final AtomicBoolean running = new AtomicBoolean();
+
+    /**
+     * @param session a Python session with sympy (not closed by this checker)
+     * @param timeout bound on one sympy check (0.1 s … 10 min); Java waits {@code 2·timeout + 5 s}
+     */
+    public SympyChecker(SandboxSession session, Duration timeout) {
+        this(session, timeout, Duration.ofSeconds(5));
+    }
 
     /**
      * @param session a Python session with sympy (not closed by this checker)
      * @param timeout bound on one sympy check (0.1 s … 10 min)
+     * @param grace   extra time Java waits for the sandbox round trip (interpreter start, import of sympy):
+     *                the wait is {@code 2·timeout + grace} (0 … 10 min)
      */
-    public SympyChecker(SandboxSession session, Duration timeout) {
+    public SympyChecker(SandboxSession session, Duration timeout, Duration grace) {
         if (session == null) throw new IllegalArgumentException("session must not be null");
         if (timeout == null || timeout.toMillis() < 100 || timeout.toMinutes() > 10) {
             throw new IllegalArgumentException("timeout must be in [100 ms, 10 min], got " + timeout);
         }
+        if (grace == null || grace.isNegative() || grace.toMinutes() > 10) {
+            throw new IllegalArgumentException("grace must be in [0, 10 min], got " + grace);
+        }
         this.session = session;
         this.timeout = timeout;
+        this.grace = grace;
         this.worker = Executors.newSingleThreadExecutor(r -> {
             Thread t = new Thread(r, "arbor-sympy-checker");
             t.setDaemon(true);
@@ -79,14 +96,22 @@ public final class SympyChecker implements AutoCloseable {
         if (Expr.any(a, SympyChecker::expensive) || Expr.any(b, SympyChecker::expensive)) {
             return Verdict.unparseable(Rule.SYMBOLIC, "numbers too large for the symbolic check");
         }
-        if (pending != null && !pending.isDone()) return Verdict.unparseable(Rule.SYMBOLIC, "sandbox busy after an earlier timeout");
+        if (running.get()) return Verdict.unparseable(Rule.SYMBOLIC, "sandbox busy after an earlier timeout");
         String code = script(json(a), json(b), timeout.toMillis() / 1000.0);
-        long waitMs = 2 * timeout.toMillis() + 2000;
-        pending = worker.submit(() -> session.execute(code));
+        long waitMs = 2 * timeout.toMillis() + grace.toMillis();
+        running.set(true);
+        Future<ExecResult> pending = worker.submit(() -> {
+            try {
+                return session.execute(code);
+            } finally {
+                running.set(false);
+            }
+        });
         ExecResult r;
         try {
             r = pending.get(waitMs, TimeUnit.MILLISECONDS);
         } catch (TimeoutException e) {
+            // the call may stay inside execute() (a sandbox may not honour interrupts): later checks say "busy"
             pending.cancel(true);
             return Verdict.unparseable(Rule.SYMBOLIC, "timed out after " + waitMs + " ms");
         } catch (ExecutionException e) {

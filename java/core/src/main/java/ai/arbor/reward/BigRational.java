@@ -24,6 +24,7 @@ final class BigRational implements Comparable<BigRational> {
     }
 
     static BigRational of(BigInteger num, BigInteger den) {
+        if (den.equals(BigInteger.ONE)) return num.bitLength() > MAX_BITS ? null : new BigRational(num, den);
         if (den.signum() == 0) return null;
         if (den.signum() < 0) {
             num = num.negate();
@@ -44,6 +45,13 @@ final class BigRational implements Comparable<BigRational> {
 
     /** Parses {@code 123}, {@code 0.25}, {@code .5}; null when it is not such a literal. */
     static BigRational parseDecimal(String s) {
+        if (s.length() < 18 && s.indexOf('.') < 0 && s.indexOf('e') < 0 && s.indexOf('E') < 0) {
+            try {
+                return new BigRational(BigInteger.valueOf(Long.parseLong(s)), BigInteger.ONE);
+            } catch (NumberFormatException e) {
+                return null;
+            }
+        }
         try {
             BigDecimal d = new BigDecimal(s);
             if (d.scale() > 400 || d.precision() > 4000) return null;
@@ -100,6 +108,9 @@ final class BigRational implements Comparable<BigRational> {
     }
 
     double doubleValue() {
+        if (num.bitLength() <= 53 && den.bitLength() <= 53) {
+            return (double) num.longValue() / (double) den.longValue(); // both exact: one correctly rounded division
+        }
         if (num.bitLength() < 1000 && den.bitLength() < 1000) {
             return new BigDecimal(num).divide(new BigDecimal(den), MathContext.DECIMAL64).doubleValue();
         }

@@ -22,8 +22,10 @@ import java.util.regex.Pattern;
  *       period…) and compared; text answers compare case-insensitively; multiple-choice letters
  *       ({@code \text{(C)}} = {@code C}); a base-b numeral {@code 52_8} equals its digits {@code 52};</li>
  *   <li><b>structural</b>: tuples and intervals (ordered, brackets must match: {@code (1,2) ≠ [1,2]}), sets
- *       and bare lists (unordered; {@code a \pm b} is two items), matrices (element-wise; a column or row
- *       vector also matches a tuple), unions of intervals (unordered), equations ({@code x = 3} vs
+ *       and bare lists (unordered; {@code a \pm b} is two items; a bare list also matches a parenthesized
+ *       tuple of three or more items, in order — not of two, which may be an open interval), matrices
+ *       (element-wise; a column or row vector also matches a tuple), unions of intervals (unordered),
+ *       equations ({@code x = 3} vs
  *       {@code 3}: a name on the left is dropped; two equations: {@code l₁−r₁ = ±(l₂−r₂)}); items are
  *       graded recursively by these same rules;</li>
  *   <li><b>numeric</b> (constants): exact rationals first ({@code 025 = 25}, {@code 27.0 = 27}, mixed numbers,
@@ -202,6 +204,7 @@ public final class MathGrader implements AnswerChecker {
 
     /** {@code 52_8} vs {@code 52} / {@code 52_{8}}: digits equal (and bases, when both are given). */
     private static Verdict baseNumeral(String a, String g) {
+        if (a.indexOf('_') < 0 && g.indexOf('_') < 0) return null;
         Matcher ma = BASE_NUMERAL.matcher(a);
         Matcher mg = BASE_NUMERAL.matcher(g);
         boolean ba = ma.matches();
@@ -453,7 +456,7 @@ public final class MathGrader implements AnswerChecker {
     }
 
     private static String fmt(Complex c) {
-        return c.im() == 0 ? String.format("%.6g", c.re()) : String.format("%.6g%+.6gi", c.re(), c.im());
+        return c.im() == 0 ? Double.toString(c.re()) : c.re() + (c.im() < 0 ? "" : "+") + c.im() + "i";
     }
 
     private static String clip(String s) {

@@ -123,9 +123,11 @@ final class ExprParser {
         return changed ? out : toks;
     }
 
+    private static final Set<String> OTHER_KNOWN = Set.of("pi", "infty", "frac", "sqrt", "binom", "lfloor", "rfloor",
+            "lceil", "rceil", "cdot", "times", "div", "pm", "mp");
+
     private static boolean known(String cmd) {
-        return FUNCTIONS.containsKey(cmd) || GREEK.contains(cmd) || Set.of("pi", "infty", "frac", "sqrt", "binom",
-                "lfloor", "rfloor", "lceil", "rceil", "cdot", "times", "div", "pm", "mp").contains(cmd);
+        return FUNCTIONS.containsKey(cmd) || GREEK.contains(cmd) || OTHER_KNOWN.contains(cmd);
     }
 
     private Tok peek() {

@@ -395,6 +395,7 @@ final class LatexNormalizer {
 
     private static void dropEmptyGroups(List<Tok> toks) {
         for (int i = toks.size() - 2; i >= 0; i--) {
+            if (i + 1 >= toks.size()) continue; // after a removal near the end
             if (toks.get(i).is(Kind.LBRACE) && toks.get(i + 1).is(Kind.RBRACE)) {
                 boolean argument = i > 0 && (toks.get(i - 1).is(Kind.CMD) || toks.get(i - 1).is(Kind.RBRACE));
                 if (!argument) toks.subList(i, i + 2).clear();

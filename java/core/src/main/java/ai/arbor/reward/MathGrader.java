@@ -179,7 +179,9 @@ public final class MathGrader implements AnswerChecker {
     }
 
     private Verdict gradeChecked(String answer, String gold) {
-        if (gold.contains("\\boxed") || gold.contains("\\fbox")) gold = AnswerExtractor.lastBoxed(gold).orElse(gold);
+        // a gold answer may be a boxed solution; an answer may hold a box in its box: both sides alike
+        gold = innermostBox(gold);
+        answer = innermostBox(answer);
         NormalizedAnswer a = LatexNormalizer.normalize(answer);
         NormalizedAnswer g = LatexNormalizer.normalize(gold);
         if (a.tooLong() || g.tooLong()) return Verdict.unparseable(Rule.STRING, "longer than " + LatexNormalizer.MAX_CHARS + " characters");
@@ -196,6 +198,15 @@ public final class MathGrader implements AnswerChecker {
             return Verdict.notEqual(Rule.STRING, "text answer vs math answer");
         }
         return compare(Shape.of(a.tokens()), Shape.of(g.tokens()), a.percent(), g.percent());
+    }
+
+    private static String innermostBox(String s) {
+        for (int k = 0; k < 8 && (s.contains("\\boxed") || s.contains("\\fbox")); k++) {
+            String inner = AnswerExtractor.lastBoxed(s).orElse(null);
+            if (inner == null || inner.equals(s)) break;
+            s = inner;
+        }
+        return s;
     }
 
     private static String stripArticles(String w) {

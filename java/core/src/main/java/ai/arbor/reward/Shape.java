@@ -49,6 +49,8 @@ sealed interface Shape {
     }
 
     int MAX_DEPTH = 6;
+    Set<String> GREEK_NAMES = Set.of("alpha", "beta", "gamma", "delta", "theta", "lambda", "mu", "phi", "psi", "rho",
+            "sigma", "tau", "omega");
     Set<String> MATRIX_ENVS = Set.of("pmatrix", "bmatrix", "Bmatrix", "vmatrix", "Vmatrix", "matrix", "smallmatrix", "array");
 
     static Shape of(List<Tok> toks) {
@@ -223,8 +225,7 @@ sealed interface Shape {
     }
 
     private static boolean isGreek(String s) {
-        return Set.of("alpha", "beta", "gamma", "delta", "theta", "lambda", "mu", "phi", "psi", "rho", "sigma", "tau",
-                "omega").contains(s);
+        return GREEK_NAMES.contains(s);
     }
 
     /** Whether the first token is ( or [ and its partner (any of ) ]) is the last token. */

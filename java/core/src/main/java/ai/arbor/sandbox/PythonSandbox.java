@@ -262,10 +262,12 @@ public final class PythonSandbox implements AutoCloseable {
         try {
             if (!closed) w = startWorker();
         } catch (RuntimeException e) {
-            spawnFailures.incrementAndGet();
-            lastSpawnFailure = e.getMessage();
-            lastSpawnFailureNanos = System.nanoTime();
-            LOG.log(System.Logger.Level.WARNING, "Python sandbox: " + e.getMessage());
+            if (!closed) { // a spawn interrupted by close() is not a failure
+                spawnFailures.incrementAndGet();
+                lastSpawnFailure = e.getMessage();
+                lastSpawnFailureNanos = System.nanoTime();
+                LOG.log(System.Logger.Level.WARNING, "Python sandbox: " + e.getMessage());
+            }
         }
         synchronized (poolLock) {
             spawning--;

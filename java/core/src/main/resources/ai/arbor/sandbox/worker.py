@@ -300,12 +300,26 @@ def _main():
 
     signal.signal(signal.SIGALRM, on_alarm)
 
+    def reap_children():
+        # Killed children of the worker stay zombies (and count against the process limit) until waited
+        # for; orphans are reaped by the jail's init. Bounded: never blocks the protocol for long.
+        import time
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                time.sleep(0.001)
+
     def frame(nonce, word):
         return b'\x1eARBOR:' + nonce + b':' + word + b'\n'
 
     write_all(ERR, frame(cfg['nonce'].encode(), b'end'))
     write_all(OUT, frame(cfg['nonce'].encode(), b'ready'))
 
+    _booting[0] = False
     while True:
         header = read_line(256).split(b' ')
         if len(header) != 5 or header[0] != b'X':
@@ -329,6 +343,7 @@ def _main():
             # interpreter are kept.
             try:
                 _kill(-1, signal.SIGKILL)
+                reap_children()
             except OSError:
                 pass
         tail = status.encode() + ((b' ' + ename.encode('ascii', 'replace')[:100]) if ename else b'')
@@ -336,9 +351,14 @@ def _main():
         write_all(OUT, frame(nonce, tail))
 
 
+_booting = [True]
 try:
     _main()
 except BaseException:
-    # The worker's own machinery failed (e.g. model code closed a protocol fd): die loudly; Java respawns.
     import os as _os
+    if _booting[0]:  # configuration or pre-import failure: tell Java why (it shows the text)
+        import traceback as _tb
+        _tb.print_exc()
+        _os._exit(71)
+    # The worker's own machinery failed (e.g. model code closed a protocol fd): die; Java respawns.
     _os._exit(70)

@@ -308,7 +308,19 @@ public final class PythonSandbox implements AutoCloseable {
 
     // ---------------------------------------------------------------- launch
 
-    private WorkerSpec spec(Isolation level, Path dir) {
+    /**
+     * The command line that starts Python the way this sandbox starts its workers (empty environment,
+     * uid drop, jail), with {@code pythonArgs} instead of the worker: to reproduce the jail by hand or to
+     * measure a fresh jailed process per call. In fallback mode the working directory is the JVM's.
+     */
+    public List<String> launchCommand(String... pythonArgs) {
+        List<String> argv = launcher(isolation, isolation == Isolation.JAIL ? null : Path.of(System.getProperty("java.io.tmpdir")));
+        argv.addAll(List.of(pythonArgs));
+        return argv;
+    }
+
+    /** argv up to and including the interpreter: env -i VARS [setpriv …] [bwrap … --] python3. */
+    private List<String> launcher(Isolation level, Path dir) {
         List<String> argv = new ArrayList<>();
         argv.add(cfg.env.toString());
         argv.add("-i");
@@ -322,6 +334,11 @@ public final class PythonSandbox implements AutoCloseable {
         }
         if (level == Isolation.JAIL) argv.addAll(bwrapArgs());
         argv.add(cfg.python.toString());
+        return argv;
+    }
+
+    private WorkerSpec spec(Isolation level, Path dir) {
+        List<String> argv = launcher(level, dir);
         argv.add("-I");
         argv.add("-B");
         argv.add("-c");
@@ -402,10 +419,8 @@ public final class PythonSandbox implements AutoCloseable {
     private String probeJail() {
         if (!Files.isExecutable(cfg.bwrap)) return cfg.bwrap + " not found (install bubblewrap)";
         if (!Files.isExecutable(cfg.python)) return null; // let the worker start report the missing interpreter
-        List<String> argv = new ArrayList<>(List.of(cfg.env.toString(), "-i", "PATH=/usr/bin:/bin"));
-        if (dropUid) argv.addAll(List.of(cfg.setpriv.toString(), "--reuid=" + cfg.sandboxUid, "--regid=" + cfg.sandboxUid, "--clear-groups"));
-        argv.addAll(bwrapArgs());
-        argv.addAll(List.of(cfg.python.toString(), "-I", "-c", "import os; print(os.getuid())"));
+        List<String> argv = launcher(Isolation.JAIL, null);
+        argv.addAll(List.of("-I", "-c", "import os; print(os.getuid())"));
         try {
             Process p = new ProcessBuilder(argv).redirectErrorStream(true).start();
             p.getOutputStream().close();

@@ -48,7 +48,7 @@ final class Worker {
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final AtomicLong IDS = new AtomicLong();
     private static final java.util.concurrent.ScheduledExecutorService WATCHDOG =
-            java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r -> {
+            java.util.concurrent.Executors.newScheduledThreadPool(2, r -> {
                 Thread t = new Thread(r, "arbor-sandbox-watchdog");
                 t.setDaemon(true);
                 return t;
@@ -260,22 +260,50 @@ final class Worker {
         return new Outcome(kind, word, ename, so, se, millis, -1, detail);
     }
 
-    /** Kills the whole process tree (descendants first, then the launcher). Idempotent, never blocks. */
+    /**
+     * Kills the whole process tree. Idempotent, never blocks. Order matters: the jail's init (the
+     * launcher's child, pid 1 of the namespace) is killed first, which takes every process of the
+     * namespace with it; the launcher is killed only once its child has been found or it has exited by
+     * itself, because killing it while it is still creating the namespace could leave the new init
+     * orphaned (its parent-death signal does not survive bubblewrap's uid switch).
+     */
     void kill() {
         killed = true;
-        ProcessHandle h = process.toHandle();
         try {
-            // In the jail the pid namespace dies with its init anyway (--die-with-parent); outside it,
-            // descendants are the only handle on the model's children (the worker is their subreaper).
-            h.descendants().forEach(ProcessHandle::destroyForcibly);
-        } catch (RuntimeException ignored) {
-            // the tree is changing under us; the launcher kill below still takes the namespace down
-        }
-        process.destroyForcibly();
-        try {
-            toWorker.close();
+            toWorker.close(); // a worker still starting exits on EOF
         } catch (IOException ignored) {
             // already broken
+        }
+        List<ProcessHandle> tree = descendants();
+        tree.forEach(ProcessHandle::destroyForcibly);
+        if (!tree.isEmpty() || !process.isAlive()) {
+            process.destroyForcibly();
+            return;
+        }
+        WATCHDOG.execute(() -> { // setup in progress: wait for the child to appear (or the launcher to give up)
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            while (process.isAlive() && System.nanoTime() < deadline) {
+                List<ProcessHandle> t = descendants();
+                if (!t.isEmpty()) {
+                    t.forEach(ProcessHandle::destroyForcibly);
+                    break;
+                }
+                try {
+                    Thread.sleep(2);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+            process.destroyForcibly();
+        });
+    }
+
+    private List<ProcessHandle> descendants() {
+        try {
+            return process.toHandle().descendants().toList();
+        } catch (RuntimeException e) { // the tree changed under us
+            return List.of();
         }
     }
 

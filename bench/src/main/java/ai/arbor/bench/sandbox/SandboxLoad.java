@@ -33,6 +33,16 @@ public final class SandboxLoad {
         int freshCalls = args.length > 2 ? Integer.parseInt(args[2]) : 200;
         int perSession = executions / sessions;
 
+        // Warm-up pool first, so that class loading, JIT threads and jar handles are not mistaken for leaks.
+        try (PythonSandbox warm = PythonSandbox.builder().workers(sessions).build()) {
+            waitForIdle(warm, sessions);
+            for (int i = 0; i < sessions; i++) {
+                try (PythonSession s = warm.openSession()) {
+                    for (int j = 0; j < 50; j++) s.execute("print(" + j + ")");
+                }
+            }
+        }
+        Thread.sleep(2000);
         Counts before = Counts.now();
         long[] latencies = new long[perSession * sessions];
         long wall;
@@ -69,7 +79,7 @@ public final class SandboxLoad {
             stats = sandbox.stats();
             System.out.println("while running (pool started): " + during);
         }
-        Thread.sleep(1000); // let the killed process trees be reaped
+        Thread.sleep(2000); // let the killed process trees be reaped
         Counts after = Counts.now();
 
         Arrays.sort(latencies);
@@ -117,7 +127,7 @@ public final class SandboxLoad {
     }
 
     /** Host processes, processes owned by the sandbox uid 65534, and this JVM's open file descriptors. */
-    record Counts(long hostProcesses, long sandboxUidProcesses, long jvmFds, long jvmChildren) {
+    record Counts(long hostProcesses, long sandboxUidProcesses, long jvmFds, long jvmChildren, long jvmThreads) {
         static Counts now() throws IOException {
             long host = 0, uid = 0;
             try (Stream<Path> s = Files.list(Path.of("/proc"))) {
@@ -140,13 +150,13 @@ public final class SandboxLoad {
             try (Stream<Path> s = Files.list(Path.of("/proc/self/fd"))) {
                 fds = s.count();
             }
-            return new Counts(host, uid, fds, ProcessHandle.current().descendants().count());
+            return new Counts(host, uid, fds, ProcessHandle.current().descendants().count(), Thread.activeCount());
         }
 
         @Override
         public String toString() {
             return "host processes " + hostProcesses + ", uid-65534 processes " + sandboxUidProcesses
-                    + ", JVM open fds " + jvmFds + ", JVM descendants " + jvmChildren;
+                    + ", JVM open fds " + jvmFds + ", JVM descendant processes " + jvmChildren + ", JVM threads " + jvmThreads;
         }
     }
 }

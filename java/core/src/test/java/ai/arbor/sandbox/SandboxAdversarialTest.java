@@ -61,7 +61,11 @@ class SandboxAdversarialTest {
     }
 
     private ExecResult run(String code) {
-        ExecResult r = s.execute(code);
+        return run(code, sandbox.timeout());
+    }
+
+    private ExecResult run(String code, Duration timeout) {
+        ExecResult r = s.execute(code, timeout);
         System.out.println("  " + code.lines().findFirst().orElse("") + " -> " + r.status() + " stateLost=" + r.stateLost()
                 + " " + r.durationMillis() + " ms");
         return r;
@@ -118,8 +122,8 @@ class SandboxAdversarialTest {
     @Test
     void detachedChildrenDieWithTheSession() throws Exception {
         assumeJail(sandbox);
-        try (PythonSandbox keep = SandboxTests.builder().workers(1).killStrayProcesses(false).build();
-             PythonSession k = keep.openSession()) {
+        try (PythonSandbox keep = SandboxTests.builder().workers(1).killStrayProcesses(false).build()) {
+            PythonSession k = keep.openSession();
             ExecResult r = k.execute("""
                     import subprocess, os
                     subprocess.Popen(['sleep', '1000'], start_new_session=True)
@@ -133,9 +137,9 @@ class SandboxAdversarialTest {
             ProcessHandle launcher = k.workerProcess();
             List<ProcessHandle> tree = launcher.descendants().collect(Collectors.toList());
             assertTrue(tree.size() >= 4, "expected init, worker, sleep and the daemon alive: " + tree);
+            tree.add(launcher);
             k.close();
             assertAllGone(tree);
-            assertFalse(launcher.isAlive());
             assertServes(keep);
         }
         // With the default policy the same children do not even outlive the call.
@@ -184,7 +188,7 @@ class SandboxAdversarialTest {
         ExecResult r = run("import time\ntime.sleep(10**6)");
         assertEquals(ExecStatus.TIMEOUT, r.status(), r::toString);
         assertFalse(r.stateLost(), r::toString);
-        assertTrue(r.durationMillis() < 1400, "interrupted at the soft limit: " + r);
+        assertTrue(r.durationMillis() < 1950, "interrupted at the soft limit: " + r);
         assertStateKept();
     }
 
@@ -193,7 +197,7 @@ class SandboxAdversarialTest {
         ExecResult r = run("import ctypes, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])\nctypes.CDLL(None).sleep(1000)");
         assertEquals(ExecStatus.TIMEOUT, r.status(), r::toString);
         assertTrue(r.stderr().contains("was killed"), r::toString);
-        assertTrue(r.durationMillis() >= 1400 && r.durationMillis() < 5000, "killed at the hard limit: " + r);
+        assertTrue(r.durationMillis() >= 1950 && r.durationMillis() < 5000, "killed at the hard limit: " + r);
         assertStateLost(r);
     }
 
@@ -244,7 +248,8 @@ class SandboxAdversarialTest {
 
     @Test
     void memoryBomb() {
-        ExecResult r = run("chunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))");
+        // touching 512 MiB takes a while on a loaded machine: the limit under test is memory, not time
+        ExecResult r = run("chunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))", Duration.ofSeconds(20));
         assertEquals(ExecStatus.MEMORY, r.status(), r::toString);
         assertTrue(r.stderr().contains("MemoryError"), r::toString);
         assertStateLost(r); // reset automatically after MEMORY

@@ -27,7 +27,7 @@ final class SandboxTests {
     /** Short limits so that the timeout and flood cases stay fast. */
     static PythonSandbox.Builder builder() {
         return PythonSandbox.builder().isolation(requested()).workers(2).timeout(Duration.ofSeconds(1))
-                .hardTimeoutGrace(Duration.ofMillis(500)).memoryLimitMb(1024);
+                .hardTimeoutGrace(Duration.ofSeconds(1)).memoryLimitMb(1024);
     }
 
     static void assumeJail(PythonSandbox sandbox) {

@@ -14,6 +14,12 @@ import org.junit.jupiter.api.Assumptions;
 final class SandboxTests {
     private SandboxTests() {}
 
+    /** Same convention as the kernels' Logits.seed() (package-private there): -Darbor.seed or the clock. */
+    static long seed() {
+        String s = System.getProperty("arbor.seed");
+        return s != null && !s.isBlank() ? Long.parseLong(s.trim()) : System.nanoTime();
+    }
+
     static Isolation requested() {
         String v = System.getProperty("arbor.sandbox.isolation", "auto").trim().toLowerCase(Locale.ROOT);
         return switch (v) {

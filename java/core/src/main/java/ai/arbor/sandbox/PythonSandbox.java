@@ -114,7 +114,13 @@ public final class PythonSandbox implements AutoCloseable {
         });
         this.spawner.setRemoveOnCancelPolicy(true);
         // The first worker starts synchronously so that a broken interpreter fails build(), not later.
-        Worker first = startWorker();
+        Worker first;
+        try {
+            first = startWorker();
+        } catch (RuntimeException e) {
+            spawner.shutdownNow();
+            throw e;
+        }
         synchronized (poolLock) {
             live = 1;
         }

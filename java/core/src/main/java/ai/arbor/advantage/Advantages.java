@@ -52,15 +52,15 @@ public final class Advantages {
     }
 
     /**
-     * GRPO over trajectory summaries (their {@link TrajectorySummary#groupId()} and reward), every
+     * GRPO over trajectory summaries (their {@link ScoredTrajectory#groupId()} and reward), every
      * trajectory included in its group's statistics whatever the filters decide.
      */
-    public static float[] grpo(List<TrajectorySummary> trajectories, boolean scaleByStd) {
+    public static float[] grpo(List<ScoredTrajectory> trajectories, boolean scaleByStd) {
         if (trajectories == null) throw new IllegalArgumentException("trajectories must not be null");
         float[] r = new float[trajectories.size()];
         int[] g = new int[r.length];
         for (int i = 0; i < r.length; i++) {
-            TrajectorySummary t = trajectories.get(i);
+            ScoredTrajectory t = trajectories.get(i);
             if (t == null) throw new IllegalArgumentException("trajectories[" + i + "] is null");
             r[i] = t.reward();
             g[i] = t.groupId();

@@ -47,7 +47,7 @@ public record DegenerateGroupFilter(double minStd, boolean keepSingletons) imple
     }
 
     @Override
-    public FilterResult apply(List<TrajectorySummary> trajectories) {
+    public FilterResult apply(List<ScoredTrajectory> trajectories) {
         FilterResult.Builder b = FilterResult.builder(Filters.size(trajectories));
         for (Map.Entry<Integer, List<Integer>> g : Filters.groups(trajectories).entrySet()) {
             List<Integer> idx = g.getValue();

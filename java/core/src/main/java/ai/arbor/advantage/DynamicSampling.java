@@ -27,7 +27,7 @@ public final class DynamicSampling {
     private final int targetGroups;
     private final DegenerateGroupFilter criterion;
     private final int maxRounds;
-    private final List<TrajectorySummary> offered = new ArrayList<>();
+    private final List<ScoredTrajectory> offered = new ArrayList<>();
     private final List<FilterReason> dropReason = new ArrayList<>();  // per offered trajectory, null = in the batch
     private int rounds, groupsSeen, groupsInformative, groupsKept;
 
@@ -68,10 +68,10 @@ public final class DynamicSampling {
      * trajectories, and a decision for every offered trajectory (weight 0 with
      * {@link FilterReason#DEGENERATE_GROUP} or {@link FilterReason#OVERSAMPLED} for those left out).
      */
-    public record Batch(List<TrajectorySummary> trajectories, int[] offeredIndex, FilterResult offered, int groups) {}
+    public record Batch(List<ScoredTrajectory> trajectories, int[] offeredIndex, FilterResult offered, int groups) {}
 
     /** Adds one round of generated trajectories (whole groups). */
-    public Round add(List<TrajectorySummary> round) {
+    public Round add(List<ScoredTrajectory> round) {
         if (isFull()) throw new IllegalStateException("the batch is already full (" + targetGroups + " groups)");
         if (isExhausted()) throw new IllegalStateException("no rounds left (maxRounds = " + maxRounds + ")");
         Map<Integer, List<Integer>> groups = Filters.groups(round);
@@ -137,7 +137,7 @@ public final class DynamicSampling {
      */
     public Batch batch() {
         FilterResult.Builder b = FilterResult.builder(offered.size());
-        List<TrajectorySummary> kept = new ArrayList<>();
+        List<ScoredTrajectory> kept = new ArrayList<>();
         int[] index = new int[offered.size()];
         int k = 0;
         for (int i = 0; i < offered.size(); i++) {

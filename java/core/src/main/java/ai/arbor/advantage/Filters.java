@@ -8,19 +8,19 @@ import java.util.Map;
 final class Filters {
     private Filters() {}
 
-    static int size(List<TrajectorySummary> trajectories) {
+    static int size(List<ScoredTrajectory> trajectories) {
         if (trajectories == null) throw new IllegalArgumentException("trajectories must not be null");
         return trajectories.size();
     }
 
-    static TrajectorySummary get(List<TrajectorySummary> trajectories, int i) {
-        TrajectorySummary t = trajectories.get(i);
+    static ScoredTrajectory get(List<ScoredTrajectory> trajectories, int i) {
+        ScoredTrajectory t = trajectories.get(i);
         if (t == null) throw new IllegalArgumentException("trajectories[" + i + "] is null");
         return t;
     }
 
     /** Indices of each group, groups in order of first appearance. */
-    static Map<Integer, List<Integer>> groups(List<TrajectorySummary> trajectories) {
+    static Map<Integer, List<Integer>> groups(List<ScoredTrajectory> trajectories) {
         Map<Integer, List<Integer>> g = new LinkedHashMap<>();
         for (int i = 0; i < size(trajectories); i++)
             g.computeIfAbsent(get(trajectories, i).groupId(), k -> new java.util.ArrayList<>()).add(i);

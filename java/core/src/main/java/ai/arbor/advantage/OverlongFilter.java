@@ -14,7 +14,7 @@ import java.util.List;
 public record OverlongFilter() implements TrajectoryFilter {
 
     @Override
-    public FilterResult apply(List<TrajectorySummary> trajectories) {
+    public FilterResult apply(List<ScoredTrajectory> trajectories) {
         FilterResult.Builder b = FilterResult.builder(Filters.size(trajectories));
         for (int i = 0; i < trajectories.size(); i++)
             if (Filters.get(trajectories, i).truncated()) b.mark(i, FilterReason.TRUNCATED, 0f);

@@ -26,7 +26,7 @@ public record ToolAwareFilter(float strength) implements TrajectoryFilter {
     }
 
     @Override
-    public FilterResult apply(List<TrajectorySummary> trajectories) {
+    public FilterResult apply(List<ScoredTrajectory> trajectories) {
         FilterResult.Builder b = FilterResult.builder(Filters.size(trajectories));
         for (int i = 0; i < trajectories.size(); i++)
             if (Filters.get(trajectories, i).allToolCallsFailed()) b.mark(i, FilterReason.ALL_TOOL_CALLS_FAILED, 1f - strength);

@@ -11,7 +11,7 @@ import java.util.List;
 public interface TrajectoryFilter {
 
     /** The decision for every trajectory, in order. */
-    FilterResult apply(List<TrajectorySummary> trajectories);
+    FilterResult apply(List<ScoredTrajectory> trajectories);
 
     /** All filters: weights multiply, reasons accumulate (a trajectory may have several). */
     static TrajectoryFilter all(TrajectoryFilter... filters) {

@@ -12,7 +12,7 @@ import java.util.List;
 public record VoidTurnFilter() implements TrajectoryFilter {
 
     @Override
-    public FilterResult apply(List<TrajectorySummary> trajectories) {
+    public FilterResult apply(List<ScoredTrajectory> trajectories) {
         FilterResult.Builder b = FilterResult.builder(Filters.size(trajectories));
         for (int i = 0; i < trajectories.size(); i++)
             if (Filters.get(trajectories, i).hasVoidTurn()) b.mark(i, FilterReason.VOID_TURN, 0f);

@@ -6,7 +6,7 @@
  *       {@link ai.arbor.advantage.AdvantageEstimator}).</li>
  *   <li>{@link ai.arbor.advantage.TokenAdvantages}: broadcast to tokens, AEPO entropy-aware advantage,
  *       TAO-RL post-tool shaping ({@link ai.arbor.advantage.TokenShaping}) — native CPU/CUDA kernels.</li>
- *   <li>Filters over {@link ai.arbor.advantage.TrajectorySummary}: {@link ai.arbor.advantage.ToolAwareFilter}
+ *   <li>Filters over {@link ai.arbor.advantage.ScoredTrajectory}: {@link ai.arbor.advantage.ToolAwareFilter}
  *       (TAO-RL), {@link ai.arbor.advantage.DegenerateGroupFilter}, {@link ai.arbor.advantage.VoidTurnFilter}
  *       (SimpleTIR), {@link ai.arbor.advantage.OverlongFilter} (DAPO), each returning a
  *       {@link ai.arbor.advantage.FilterResult} (what to keep and why); {@link ai.arbor.advantage.DynamicSampling}

@@ -16,12 +16,12 @@ import org.junit.jupiter.api.Test;
 /** Every filter reason exercised with its counts; the void-turn ordering; DAPO dynamic sampling. */
 class FiltersTest {
 
-    static TrajectorySummary t(int group, float reward, int calls, int failed, boolean voidTurn, boolean truncated) {
-        return new TrajectorySummary(group, reward, calls, failed, voidTurn, truncated);
+    static ScoredTrajectory t(int group, float reward, int calls, int failed, boolean voidTurn, boolean truncated) {
+        return new ScoredTrajectory(group, reward, calls, failed, voidTurn, truncated);
     }
 
     // index: group, reward, tool calls, failed, void turn, truncated
-    static final List<TrajectorySummary> MIX = List.of(
+    static final List<ScoredTrajectory> MIX = List.of(
             t(1, 1f, 2, 2, false, false),      // 0: all tool calls failed
             t(1, 0f, 1, 0, false, false),      // 1: clean
             t(1, 0f, 0, 0, true, false),       // 2: void turn
@@ -108,7 +108,7 @@ class FiltersTest {
         TrajectoryFilter all = TrajectoryFilter.all(new ToolAwareFilter(0.5f + 0.5f * rnd.nextFloat()), new DegenerateGroupFilter(),
                 new VoidTurnFilter(), new OverlongFilter());
         for (int trial = 0; trial < 50; trial++) {
-            List<TrajectorySummary> ts = new ArrayList<>();
+            List<ScoredTrajectory> ts = new ArrayList<>();
             int n = rnd.nextInt(60);
             for (int i = 0; i < n; i++) {
                 int calls = rnd.nextInt(4);
@@ -119,7 +119,7 @@ class FiltersTest {
             assertNothingSilent(r);
             // each reason's count is exactly the trajectories with that property
             int failed = 0, voids = 0, trunc = 0;
-            for (TrajectorySummary x : ts) {
+            for (ScoredTrajectory x : ts) {
                 failed += x.allToolCallsFailed() ? 1 : 0;
                 voids += x.hasVoidTurn() ? 1 : 0;
                 trunc += x.truncated() ? 1 : 0;
@@ -150,7 +150,7 @@ class FiltersTest {
      */
     @Test
     void voidTurnTrajectoriesStillCountInTheirGroupStatistics() {
-        List<TrajectorySummary> g = List.of(t(0, 1f, 0, 0, false, false), t(0, 0f, 0, 0, false, false),
+        List<ScoredTrajectory> g = List.of(t(0, 1f, 0, 0, false, false), t(0, 0f, 0, 0, false, false),
                 t(0, 0f, 0, 0, false, false), t(0, 1f, 0, 0, true, false));
         FilterResult f = new VoidTurnFilter().apply(g);
         float[] a = f.applyTo(Advantages.grpo(g, true));
@@ -169,10 +169,10 @@ class FiltersTest {
 
     // ---- DAPO dynamic sampling ------------------------------------------------------------------------
 
-    static List<TrajectorySummary> groups(int firstId, float[]... rewards) {
-        List<TrajectorySummary> ts = new ArrayList<>();
+    static List<ScoredTrajectory> groups(int firstId, float[]... rewards) {
+        List<ScoredTrajectory> ts = new ArrayList<>();
         for (int g = 0; g < rewards.length; g++)
-            for (float r : rewards[g]) ts.add(TrajectorySummary.of(firstId + g, r));
+            for (float r : rewards[g]) ts.add(ScoredTrajectory.of(firstId + g, r));
         return ts;
     }
 
@@ -233,6 +233,14 @@ class FiltersTest {
         assertEquals(0, DynamicSampling.promptsToDraw(0, 3, 4));
         assertEquals(4, DynamicSampling.promptsToDraw(3, 98, 98));  // p̂ = 99/100: ⌈3.03⌉
         assertThrows(IllegalArgumentException.class, () -> DynamicSampling.promptsToDraw(1, 5, 4));
+    }
+
+    @Test
+    void scoredTrajectoryFromTheRewardsSummary() {
+        ai.arbor.reward.TrajectorySummary s = new ai.arbor.reward.TrajectorySummary("x", 3, 3, 900, true);
+        ScoredTrajectory t = ScoredTrajectory.of(7, -0.5f, s, false);
+        assertEquals(new ScoredTrajectory(7, -0.5f, 3, 3, false, true), t);
+        assertTrue(t.allToolCallsFailed());
     }
 
     @Test

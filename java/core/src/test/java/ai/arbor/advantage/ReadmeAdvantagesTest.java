@@ -19,9 +19,9 @@ class ReadmeAdvantagesTest {
         assertArrayEquals(new float[] {2.0676f, -1.4902f, -1.4902f, 1.4902f, 1.4902f, -2.0676f}, seqAdv, 1e-4f);
 
         // leaf 2 had a void turn, leaf 5's only tool call failed: out of the loss, still in the statistics above
-        List<TrajectorySummary> leaves = List.of(TrajectorySummary.of(0, 1), TrajectorySummary.of(0, 0),
-                new TrajectorySummary(0, 0, 0, 0, true, false), TrajectorySummary.of(0, 1),
-                TrajectorySummary.of(0, 1), new TrajectorySummary(0, 0, 1, 1, false, false));
+        List<ScoredTrajectory> leaves = List.of(ScoredTrajectory.of(0, 1), ScoredTrajectory.of(0, 0),
+                new ScoredTrajectory(0, 0, 0, 0, true, false), ScoredTrajectory.of(0, 1),
+                ScoredTrajectory.of(0, 1), new ScoredTrajectory(0, 0, 1, 1, false, false));
         FilterResult keep = TrajectoryFilter.all(new ToolAwareFilter(), new VoidTurnFilter()).apply(leaves);
         seqAdv = keep.applyTo(seqAdv);  // leaves 2 and 5 → 0; keep.count(FilterReason.VOID_TURN) == 1
         assertEquals(0f, seqAdv[2]);

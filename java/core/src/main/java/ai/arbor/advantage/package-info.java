@@ -13,6 +13,6 @@
  *       (DAPO over-sampling).</li>
  * </ul>
  * Reward shaping (DAPO overlong penalty, CoRT's −0.1, GRPO-TCR's tool-count term) is in
- * {@code ai.arbor.reward}.
+ * {@link ai.arbor.reward}.
  */
 package ai.arbor.advantage;

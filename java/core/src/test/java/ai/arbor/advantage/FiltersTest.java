@@ -79,6 +79,10 @@ class FiltersTest {
         assertEquals(1, o.count(FilterReason.TRUNCATED));
         assertEquals(EnumSet.of(FilterReason.TRUNCATED), o.reasons(3));
         assertEquals(0f, o.weight(3));
+        // one switch with the rewards' DAPO overlong shaping
+        ai.arbor.reward.OverlongShaping dapo = ai.arbor.reward.OverlongShaping.dapo(1000, 200);
+        assertEquals(0, OverlongFilter.of(dapo).apply(MIX).count(FilterReason.TRUNCATED));
+        assertEquals(1, OverlongFilter.of(dapo.withMaskTruncated(true)).apply(MIX).count(FilterReason.TRUNCATED));
     }
 
     @Test

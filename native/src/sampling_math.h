@@ -24,7 +24,9 @@
 #define ARBOR_SM static inline
 #endif
 
-#if defined(__GNUC__) && !defined(__clang__)
+// (nvcc: the device side uses the __f*_rn intrinsics; the CUDA library's host side never runs the
+// deciding path, and nvcc's front end does not know this pragma.)
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 #endif
@@ -339,7 +341,7 @@ static inline bool bad_sample_call(const void* logits, int64_t rows, int64_t voc
 }  // namespace smath
 }  // namespace arbor
 
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #pragma GCC pop_options
 #endif
 

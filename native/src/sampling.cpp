@@ -49,10 +49,11 @@ struct Drawn {
     int64_t idx;
 };
 
-// The per-ISA entry points of the sampling kernels.
+// The per-ISA entry points of the sampling kernels. The row statistics are token stats' own ISA
+// entry points (cpu_dispatch.h), called — not re-instantiated under this file's fp-contract=off — so
+// logprob and entropy are bitwise token_stats_fwd's.
 struct SampleScalarIsa {
-    template <class Tag>
-    static RowStats stats(const typename Tag::T* row, int64_t n, float inv_t) { return scalar::row_stats<Tag>(row, n, inv_t); }
+    typedef ScalarIsa Stats;
     template <class Tag>
     static Drawn race(const typename Tag::T* row, int64_t n, float inv_t, float tau, const smath::Stream& s) {
         scalar::SampleBest b = scalar::gumbel_race<SampleMath, Tag>(row, n, inv_t, tau, s);
@@ -73,9 +74,7 @@ struct SampleScalarIsa {
 };
 
 struct SampleAvx2Isa {
-    template <class Tag>
-    __attribute__((target("avx2,fma,f16c")))
-    static RowStats stats(const typename Tag::T* row, int64_t n, float inv_t) { return avx2::row_stats<Tag>(row, n, inv_t); }
+    typedef Avx2Isa Stats;
     template <class Tag>
     __attribute__((target("avx2,fma,f16c")))
     static Drawn race(const typename Tag::T* row, int64_t n, float inv_t, float tau, const smath::Stream& s) {
@@ -213,7 +212,7 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
             const RowParams rp = row_params(a, r);
             const bool greedy = rp.t == 0.0f;
             const float inv_t = greedy ? 1.0f : 1.0f / rp.t;  // greedy rows report T = 1 statistics
-            const RowStats st = SI::template stats<Tag>(row, n, inv_t);
+            const RowStats st = SI::Stats::template stats<Tag>(row, n, inv_t);
             if (!st.valid) {  // NaN, +inf (possibly from dividing by T) or nothing finite
                 write_token(tokens, token_dtype, r, -1);
                 if (logprob_sampled) logprob_sampled[r] = NAN;

@@ -12,7 +12,8 @@
 //             contention on the few hot digits of a logit row), and thread 0 picks the digit with
 //             smath::radix_pick — the CPU's rounds on exact integers, hence the same threshold;
 //   3. the Gumbel-max race over kept columns: each thread takes groups of 32 columns (one Philox
-//      evaluation per 4 columns, all four outputs used), skipping groups that cannot beat its best;
+//      evaluation per 4 columns, all four outputs used), skipping groups that cannot beat its best
+//      (on z alone, then on the group's largest uniform — smath::cannot_win — before any log);
 //      the block reduces (key, column) with lowest-column ties.
 // Every deciding value goes through sampling_math.h's __f*_rn-based functions: the token equals
 // the CPU kernel's bit for bit. The truncated normalizer for logprob_sampled uses __expf.
@@ -247,10 +248,21 @@ __global__ void sample_kernel(const typename E::T* __restrict__ logits, int64_t 
                         if (truncated) s_kept += __expf(z[i] - zmax);
                     }
                 if (gm == -INFINITY || sm::f_add(gm, ARBOR_SM_GUMBEL_MAX) < bound) continue;
+                const uint32_t g8 = (uint32_t)(j0 >> 5) << 3;
+                if (bound != -INFINITY) {  // exact pruning on the group's largest uniform (logs skipped)
+                    uint32_t mb = 0;
+#pragma unroll 1
+                    for (uint32_t i = 0; i < 8; ++i) {
+                        uint32_t o[4];
+                        sm::stream_block(rp.stream, g8 | i, o);
+                        mb = max(mb, max(max(o[0], o[1]), max(o[2], o[3])));
+                    }
+                    if (sm::cannot_win(gm, mb, bound)) continue;
+                }
 #pragma unroll
                 for (uint32_t i = 0; i < 8; ++i) {
                     uint32_t o[4];
-                    sm::stream_block(rp.stream, ((uint32_t)(j0 >> 5) << 3) | i, o);
+                    sm::stream_block(rp.stream, g8 | i, o);
 #pragma unroll
                     for (int w = 0; w < 4; ++w) {
                         const int c = 8 * w + (int)i;

@@ -36,12 +36,17 @@ struct SampleMath {
     static constexpr uint32_t PHILOX_M0 = ARBOR_PHILOX_M0, PHILOX_M1 = ARBOR_PHILOX_M1;
     static constexpr uint32_t PHILOX_W0 = ARBOR_PHILOX_W0, PHILOX_W1 = ARBOR_PHILOX_W1;
     static constexpr float EXP_LO = ARBOR_SM_EXP_LO, GUMBEL_MAX = ARBOR_SM_GUMBEL_MAX;
+    static constexpr float MASS_SCALE = ARBOR_SM_MASS_SCALE;
     static float f_add(float a, float b) { return smath::f_add(a, b); }
+    static float f_mul(float a, float b) { return smath::f_mul(a, b); }
     static float f_sub(float a, float b) { return smath::f_sub(a, b); }
     static float exp_own(float d) { return smath::exp_own(d); }
     static float neg_gumbel_of(uint32_t bits) { return smath::neg_gumbel_of(bits); }
     static bool kept(float z, float tau) { return smath::kept(z, tau); }
     static void stream_block(const Stream& s, uint32_t block, uint32_t out[4]) { smath::stream_block(s, block, out); }
+    static uint32_t philox_block(int64_t j) { return smath::philox_block(j); }
+    static int philox_word(int64_t j) { return smath::philox_word(j); }
+    static bool cannot_win(float zmax, uint32_t max_bits, float best) { return smath::cannot_win(zmax, max_bits, best); }
 };
 
 struct Drawn {
@@ -62,14 +67,26 @@ struct SampleScalarIsa {
     template <class Tag>
     static int64_t argmax(const typename Tag::T* row, int64_t n) { return scalar::argmax_row<Tag>(row, n); }
     template <class Tag>
-    static int64_t collect(const typename Tag::T* row, int64_t n, float inv_t, float tau, float* z, int32_t* idx) {
-        return scalar::collect_kept<SampleMath, Tag>(row, n, inv_t, tau, z, idx);
+    static void bin(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax, int64_t* count,
+                    int64_t* mass) {
+        scalar::bin_row<SampleMath, Tag>(row, n, inv_t, tau, zmax, count, mass);
+    }
+    template <class Tag>
+    static int64_t collect(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax, int bmax,
+                           float* z, int32_t* idx) {
+        return scalar::collect_bins<SampleMath, Tag>(row, n, inv_t, tau, zmax, bmax, z, idx);
     }
     static void exp_rel(const float* z, int64_t n, float zmax, float* e) {
         scalar::SampleVec<1, SampleMath>::exp_rel(z, n, zmax, e);
     }
     static void neg_gumbel32(const smath::Stream& s, int64_t g, float* L) {
-        scalar::SampleVec<1, SampleMath>::neg_gumbel32(s, g, L);
+        uint32_t words[32];
+        scalar::SampleVec<1, SampleMath>::philox32(s, g, words);
+        scalar::SampleVec<1, SampleMath>::neg_gumbel32(words, L);
+    }
+    static Drawn race_list(const float* z, const int32_t* idx, int64_t m, const smath::Stream& s) {
+        scalar::SampleBest b = scalar::race_list<SampleMath>(z, idx, m, s);
+        return Drawn{b.key, b.idx};
     }
 };
 
@@ -86,8 +103,15 @@ struct SampleAvx2Isa {
     static int64_t argmax(const typename Tag::T* row, int64_t n) { return avx2::argmax_row<Tag>(row, n); }
     template <class Tag>
     __attribute__((target("avx2,fma,f16c")))
-    static int64_t collect(const typename Tag::T* row, int64_t n, float inv_t, float tau, float* z, int32_t* idx) {
-        return avx2::collect_kept<SampleMath, Tag>(row, n, inv_t, tau, z, idx);
+    static void bin(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax, int64_t* count,
+                    int64_t* mass) {
+        avx2::bin_row<SampleMath, Tag>(row, n, inv_t, tau, zmax, count, mass);
+    }
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static int64_t collect(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax, int bmax,
+                           float* z, int32_t* idx) {
+        return avx2::collect_bins<SampleMath, Tag>(row, n, inv_t, tau, zmax, bmax, z, idx);
     }
     __attribute__((target("avx2,fma,f16c")))
     static void exp_rel(const float* z, int64_t n, float zmax, float* e) {
@@ -95,7 +119,14 @@ struct SampleAvx2Isa {
     }
     __attribute__((target("avx2,fma,f16c")))
     static void neg_gumbel32(const smath::Stream& s, int64_t g, float* L) {
-        avx2::SampleVec<8, SampleMath>::neg_gumbel32(s, g, L);
+        alignas(32) uint32_t words[32];
+        avx2::SampleVec<8, SampleMath>::philox32(s, g, words);
+        avx2::SampleVec<8, SampleMath>::neg_gumbel32(words, L);
+    }
+    __attribute__((target("avx2,fma,f16c")))
+    static Drawn race_list(const float* z, const int32_t* idx, int64_t m, const smath::Stream& s) {
+        avx2::SampleBest b = avx2::race_list<SampleMath>(z, idx, m, s);
+        return Drawn{b.key, b.idx};
     }
 };
 
@@ -134,26 +165,6 @@ static int64_t keep_from(float* z, int32_t* idx, int64_t m, float tau) {
     return k;
 }
 
-// Gumbel-max race over gathered columns (ascending column order, so strict > keeps the lowest).
-static Drawn race_list(const float* z, const int32_t* idx, int64_t m, const smath::Stream& s) {
-    Drawn best{-INFINITY, -1};
-    uint32_t block = 0xffffffffu, out[4] = {0, 0, 0, 0};
-    for (int64_t i = 0; i < m; ++i) {
-        const int64_t j = idx[i];
-        const uint32_t b = smath::philox_block(j);
-        if (b != block) {
-            smath::stream_block(s, b, out);
-            block = b;
-        }
-        const float key = smath::f_sub(z[i], smath::neg_gumbel_of(out[smath::philox_word(j)]));
-        if (key > best.key) {
-            best.key = key;
-            best.idx = j;
-        }
-    }
-    return best;
-}
-
 // Per-thread scratch for the truncated path (grown on first use, reused across rows).
 struct SampleScratch {
     std::vector<float> z, e;
@@ -189,6 +200,70 @@ static inline void write_token(void* tokens, int token_dtype, int64_t r, int64_t
         ((int32_t*)tokens)[r] = (int32_t)y;
     else
         ((int64_t*)tokens)[r] = y;
+}
+
+// The truncated draw (min-p / top-k / top-p active). A coarse pre-pass bins the kept columns by
+// 1/8-logit steps below z_max (counts, and exact masses when top-p needs them), which bounds where
+// the top-k / top-p threshold can lie; only those columns are gathered for the exact radix
+// selections (on the same integers as the CUDA kernel, so the same thresholds). Writes log q(y).
+template <class SI, class Tag>
+static int64_t truncated_draw(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax,
+                              const RowParams& rp, SampleScratch& sc, double* lp_sampled) {
+    const bool topk = rp.k > 0 && rp.k < n, topp = rp.p < 1.0f;
+    int64_t count[257] = {0}, mass[257] = {0};
+    // masses are needed for top-p's total without top-k, and for min-p's normalizer when top-k may
+    // not cut (with a cutting top-k, top-p's total and the normalizer come from the top-k list)
+    const bool need_mass = !topk || rp.mp > 0.0f;
+    SI::template bin<Tag>(row, n, inv_t, tau, zmax, count, need_mass ? mass : nullptr);
+    int64_t kept = 0, total = 0;
+    for (int b = 0; b < 256; ++b) {
+        kept += count[b];
+        total += mass[b];
+    }
+    const bool cut_k = topk && kept > rp.k;
+    int bmax = 255;
+    int64_t cum = 0;
+    if (cut_k) {
+        for (bmax = 0; bmax < 255 && (cum += count[bmax]) < rp.k; ++bmax) {}
+    } else if (topp && need_mass) {
+        const int64_t target = smath::top_p_target(rp.p, total);
+        for (bmax = 0; bmax < 255 && (cum += mass[bmax]) < target; ++bmax) {}
+    } else if (!topp && kept * 8 >= n) {  // only min-p cuts (or nothing), keeping many columns
+        const int64_t y = SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx;
+        *lp_sampled = tau == -INFINITY ? NAN  // nothing truncated: q = p
+                      : ((double)(Tag::to_f32(row[y]) * inv_t) - zmax) - log((double)total / ARBOR_SM_MASS_SCALE);
+        return y;
+    }
+    sc.ensure(n);
+    float* z = sc.z.data();
+    int32_t* idx = sc.idx.data();
+    int64_t m = SI::template collect<Tag>(row, n, inv_t, tau, zmax, bmax, z, idx);
+    if (cut_k) {
+        for (int64_t i = 0; i < m; ++i) sc.keys[i] = smath::order_key(z[i]);
+        tau = smath::key_value(radix_select(sc.keys.data(), nullptr, m, rp.k));
+        m = keep_from(z, idx, m, tau);
+    }
+    if (topp) {  // on the gathered prefix: its mass from the top reaches the target
+        SI::exp_rel(z, m, zmax, sc.e.data());
+        int64_t listed = 0;
+        for (int64_t i = 0; i < m; ++i) {
+            sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
+            sc.keys[i] = smath::order_key(z[i]);
+            listed += sc.w[i];
+        }
+        // the whole kept set was gathered unless bmax came from the masses (then total is theirs)
+        const int64_t target = smath::top_p_target(rp.p, cut_k || !need_mass ? listed : total);
+        tau = smath::key_value(radix_select(sc.keys.data(), sc.w.data(), m, target));
+        m = keep_from(z, idx, m, tau);
+    }
+    // a long list is cheaper to race over the row (vectorized noise) — same token
+    const int64_t y = m * 8 >= n ? SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx
+                                 : SI::race_list(z, idx, m, rp.stream).idx;
+    SI::exp_rel(z, m, zmax, sc.e.data());
+    double s = 0.0;
+    for (int64_t i = 0; i < m; ++i) s += sc.e[i];
+    *lp_sampled = ((double)(Tag::to_f32(row[y]) * inv_t) - zmax) - log(s);
+    return y;
 }
 
 template <class SI, class Tag>
@@ -235,34 +310,7 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
                     y = SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx;
                     lp_sampled = NAN;
                 } else {
-                    sc.ensure(n);
-                    float* z = sc.z.data();
-                    int32_t* idx = sc.idx.data();
-                    int64_t m = SI::template collect<Tag>(row, n, inv_t, tau, z, idx);
-                    if (topk && m > rp.k) {
-                        for (int64_t i = 0; i < m; ++i) sc.keys[i] = smath::order_key(z[i]);
-                        tau = smath::key_value(radix_select(sc.keys.data(), nullptr, m, rp.k));
-                        m = keep_from(z, idx, m, tau);
-                    }
-                    if (topp && m > 1) {
-                        SI::exp_rel(z, m, zmax, sc.e.data());
-                        int64_t total = 0;
-                        for (int64_t i = 0; i < m; ++i) {
-                            sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
-                            sc.keys[i] = smath::order_key(z[i]);
-                            total += sc.w[i];
-                        }
-                        const int64_t target = smath::top_p_target(rp.p, total);
-                        tau = smath::key_value(radix_select(sc.keys.data(), sc.w.data(), m, target));
-                        m = keep_from(z, idx, m, tau);
-                    }
-                    // a long list is cheaper to race over the row (vectorized noise) — same token
-                    y = m * 8 >= n ? SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx
-                                   : race_list(z, idx, m, rp.stream).idx;
-                    SI::exp_rel(z, m, zmax, sc.e.data());
-                    double s = 0.0;
-                    for (int64_t i = 0; i < m; ++i) s += sc.e[i];
-                    lp_sampled = ((double)Tag::to_f32(row[y]) * inv_t - zmax) - log(s);
+                    y = truncated_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, &lp_sampled);
                 }
             }
             write_token(tokens, token_dtype, r, y);
@@ -348,4 +396,16 @@ extern "C" void arbor_cpu_sample_exp(const float* d, int64_t n, float* out) {
         arbor::SampleAvx2Isa::exp_rel(d, n, 0.0f, out);
     else
         arbor::SampleScalarIsa::exp_rel(d, n, 0.0f, out);
+}
+
+extern "C" double arbor_sample_gumbel_max_error(void) {
+    double worst = 0.0;
+    for (uint32_t k = 0; k < (1u << 23); ++k) {
+        const uint32_t bits = k << 9;
+        const double u = (double)arbor::smath::uniform_of(bits);
+        const double g = -log(-log(u));
+        const double e = fabs(-(double)arbor::smath::neg_gumbel_of(bits) - g);
+        if (e > worst) worst = e;
+    }
+    return worst;
 }

@@ -114,6 +114,9 @@ ARBOR_SM uint32_t mulhi32(uint32_t a, uint32_t b) {
 // Upper bound of the Gumbel noise: u <= 1 - 2^-24 gives G <= 16.64. Columns whose z + this bound
 // is below the best key so far cannot win and are skipped without drawing their noise (exact).
 #define ARBOR_SM_GUMBEL_MAX 17.0f
+// Bound on |G' - G| over all 2^23 uniforms, G' our fp32 Gumbel noise and G = -log(-log u) exactly:
+// the measured maximum (arbor_sample_gumbel_max_error, asserted <= 1e-5 by SamplerTest) times 10.
+#define ARBOR_SM_GUMBEL_EPS 1e-4
 // Top-p masses are integers in units of 2^-40 of the row's largest probability.
 #define ARBOR_SM_MASS_SCALE 1099511627776.0f
 
@@ -232,6 +235,28 @@ ARBOR_SM float exp_own(float d) {
 // The term subtracted from z_j in the Gumbel-max key: log(E) with E = -log(u) ~ Exp(1), so that
 // key = z - log(E) = z + G, G = -log(-log u) ~ Gumbel(0, 1).
 ARBOR_SM float neg_gumbel_of(uint32_t bits) { return log_own(-log_own(uniform_of(bits))); }
+
+// True when no column with z <= zmax whose random word is <= max_bits can reach a key above best, so
+// its logs need not be taken. With u = (2k + 1) 2^-24 and m = 2^24 - 2k - 1 (so 1 - u = m 2^-24):
+// -log(-log u) <= -log(1 - u) = (24 - log2 m) ln 2 <= (24 - floor(log2 m)) ln 2 — a bound from one
+// count-leading-zeros. The computed noise is within ARBOR_SM_GUMBEL_EPS of the exact one and
+// fl(z + G') exceeds z + G' by at most 2^-24 of its magnitude; the test keeps a margin for all of it,
+// so skipping never changes the token. (Double precision, host or device; it only prunes, so it
+// need not match across platforms.)
+ARBOR_SM int floor_log2(uint32_t m) {
+#ifdef __CUDA_ARCH__
+    return 31 - __clz((int)m);
+#else
+    return 31 - __builtin_clz(m);
+#endif
+}
+ARBOR_SM bool cannot_win(float zmax, uint32_t max_bits, float best) {
+    if (best == -INFINITY) return false;
+    const uint32_t m = (1u << 24) - (((max_bits >> 9) << 1) | 1u);  // >= 1
+    const double gmax = (double)(24 - floor_log2(m)) * 0.69314718055994531;
+    const double reach = (double)zmax + gmax + ARBOR_SM_GUMBEL_EPS;
+    return reach + fabs(reach) * 1.2e-7 + 1e-30 < (double)best;
+}
 
 // Top-p mass of a column: e^{d} (d = z - z_max <= 0) in units of 2^-40, truncated to an integer.
 ARBOR_SM int64_t mass_of(float d) {

@@ -84,6 +84,9 @@ float arbor_sample_gumbel(uint64_t seed, uint64_t key, uint64_t step, int64_t co
  * and out[i] = e^{d[i]} (d <= 0) as the top-p masses use it. */
 void arbor_cpu_sample_noise(uint64_t seed, uint64_t key, uint64_t step, int64_t columns, float* gumbel);
 void arbor_cpu_sample_exp(const float* d, int64_t n, float* out);
+/* max |G' - G| over all 2^23 possible uniforms: G' the kernels' fp32 noise, G = -log(-log u) in
+ * double. The kernels skip columns that cannot win using a bound 10 times this (checked by a test). */
+double arbor_sample_gumbel_max_error(void);
 
 /* Scalar double-precision reference (native/src/reference.cpp): the exact sampling distribution
  * q of every row — the tempered softmax (z = logits / T in double) truncated by min-p, top-k and

@@ -137,6 +137,8 @@ public final class ArborCpu {
 
     public static native void arbor_cpu_sample_exp(@Cast("const float*") float[] d, long n, float[] out);
 
+    public static native double arbor_sample_gumbel_max_error();
+
     /** Scalar double-precision reference of the sampling distribution (native/src/reference.cpp). */
     @CriticalRegion
     public static native int arbor_ref_sample_probs(@Cast("const double*") double[] logits, long rows, long vocab,

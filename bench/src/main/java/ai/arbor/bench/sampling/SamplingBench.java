@@ -6,6 +6,7 @@ import ai.arbor.kernels.LogitsView;
 import ai.arbor.kernels.MemRef;
 import ai.arbor.kernels.Sampler;
 import ai.arbor.kernels.SamplingParams;
+import ai.arbor.kernels.TokenStats;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Random;
@@ -39,7 +40,9 @@ import org.openjdk.jmh.infra.Blackhole;
  * (k = 50, p = 0.9), libtorch sorts each row, masks below the k-th value and past the nucleus
  * ({@code cumsum}), renormalizes and draws in sorted order (vLLM's eager approach); Arbor selects the
  * thresholds without sorting. Logits are N(0, 3²), like a fresh policy's. Both sides use all cores
- * ({@link Kernels#threads()} and libtorch's intra-op pool).
+ * ({@link Kernels#threads()} and libtorch's intra-op pool). {@code tokenStatsFloor} is the token-stats
+ * forward alone on the same logits: the statistics pass every sampler needs (one exp per element), the
+ * floor the fused kernel is measured against.
  *
  * <p>Run: {@code bench/run.sh SamplingBench -f 1 -wi 2 -i 3}; figures in bench/RESULTS.md.
  */
@@ -65,6 +68,7 @@ public class SamplingBench {
     private Sampler.Outputs outputs;
     private Tensor logits;
     private long step;
+    private MemRef labels, statLogprob, statEntropy;
 
     @Setup(Level.Trial)
     public void setup() {
@@ -79,6 +83,9 @@ public class SamplingBench {
         outputs = new Sampler.Outputs(MemRef.of(direct(8 * rows)), DType.I64, MemRef.of(direct(4 * rows)),
                 MemRef.of(direct(4 * rows)), MemRef.of(direct(4 * rows)));
         logits = Tensor.create(x, rows, vocab);
+        labels = MemRef.of(direct(8 * rows));
+        statLogprob = MemRef.of(direct(4 * rows));
+        statEntropy = MemRef.of(direct(4 * rows));
     }
 
     private static ByteBuffer direct(int bytes) {
@@ -95,6 +102,13 @@ public class SamplingBench {
         Sampler.sample(new Sampler.Batch(batch.logits(), params, batch.seed(), step++ & Sampler.MAX_STEP, null, null,
                 null, null, null, null, null, null), outputs, 0);
         bh.consume(outputs);
+    }
+
+    @Benchmark
+    public void tokenStatsFloor(Blackhole bh) {
+        TokenStats.forward(batch.logits(), labels, DType.I64, params.temperature(), null, statLogprob, statEntropy,
+                null, 0);
+        bh.consume(statEntropy);
     }
 
     @Benchmark

@@ -486,6 +486,27 @@ class SamplerTest {
     // Edge cases and errors
     // ---------------------------------------------------------------------------------------------
 
+    /** The README's example, as written there, and what it promises. */
+    @Test
+    void readmeExampleWorksAsWritten() {
+        float[] logits = {2.0f, 1.0f, 0.5f, -1.0f,    // trajectory 17, its position 5
+                          0.0f, 3.0f, 0.0f, 0.0f};    // trajectory 42, its position 0
+        SampleResult s = Sampler.sample(logits, 2, 4, 4, SamplingParams.temperature(0.8f).withTopP(0.95f),
+                1234L, new long[] {17, 42}, new long[] {5, 0}, null);
+        int[] next = s.tokens();                // one token per row
+        float[] oldLogprob = s.logprob();       // the PPO/GRPO behaviour logprob (tempered, untruncated)
+        float[] entropy = s.entropy();          // what ARPO/AEPO branch on
+
+        float[] lp = new float[2], h = new float[2];
+        TokenStats.forward(logits, 2, 4, next, 0.8f, lp, h);
+        assertArrayEquals(lp, oldLogprob);
+        assertArrayEquals(h, entropy);
+        // the same trajectory at the same position draws the same token in another batch
+        SampleResult alone = Sampler.sample(Arrays.copyOfRange(logits, 4, 8), 1, 4, 4,
+                SamplingParams.temperature(0.8f).withTopP(0.95f), 1234L, new long[] {42}, new long[] {0}, null);
+        assertEquals(next[1], alone.tokens()[0]);
+    }
+
     @Test
     void edgeCases() {
         // vocab 1: always token 0, a point mass

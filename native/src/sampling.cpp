@@ -8,9 +8,10 @@
 //      min-p  tau = z_max + log(min_p);
 //      top-k  the k-th largest kept z (radix selection on order-preserving keys, unit weights);
 //      top-p  the largest kept z at which the integer mass from the top reaches ceil(p * total);
-//      the kept columns are gathered once (in column order) and the selections run on copies;
+//      a binned pre-pass bounds where these thresholds lie, so only the columns of the top bins are
+//      gathered (in column order) and the exact selections run on short lists;
 //   3. the token is the Gumbel-max race over kept columns: over the gathered list when it is short,
-//      else over the whole row (vectorized noise, groups that cannot win skipped).
+//      else over the whole row (vectorized noise; groups that cannot win skipped before their logs).
 // Every deciding value comes from sampling_math.h (see there), so the token equals the CUDA
 // kernel's; the statistics (logprob, entropy, the truncated normalizer) use the fast paths.
 #include <atomic>

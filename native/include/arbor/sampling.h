@@ -28,7 +28,7 @@
  * keyed per row by (seed, key, step): Philox key = seed, counter = (c0, step, key lo, key hi) where
  * column j uses c0 = (j >> 5) << 3 | (j & 7) and output word (j >> 3) & 3. A row's token therefore
  * depends only on its logits, its parameters and (seed, key, step) — not on its position in the
- * batch, the other rows, the thread count or the device. `keys` (int64 per row) names the row's
+ * batch, the other rows, the thread count or the device. `keys` (uint64 per row) names the row's
  * random stream (e.g. a trajectory id); NULL = the row index. `step` must be in [0, 2^32).
  * The token is argmax_{j kept} (z_j + G_j) with G_j = -log(-log u_j) (Gumbel-max), u_j in (0, 1)
  * from 23 random bits; ties go to the lowest index. Every quantity that decides the token — z_j,

@@ -75,6 +75,28 @@ int arbor_cuda_token_advantages(const float* seq_adv, int64_t n_seqs, const void
                                 double* stats, void* stream);
 
 /* ---- sampling (issue #7) ---- */
+/* Same arguments as arbor_cpu_sample_* (native/include/arbor/sampling.h). The tokens equal the CPU
+ * kernel's bit for bit. Asynchrony: a row without a distribution (NaN/+inf/no finite logit) and a
+ * row whose per-row parameter (device array) is invalid get token -1 and NaN outputs instead of a
+ * return code; scalar parameters and sizes are still checked on the host (ARBOR_ERR_ARG). */
+int arbor_cuda_sample_f32(const float* logits, int64_t rows, int64_t vocab, int64_t row_stride, int64_t vocab_limit,
+                          float temperature, const float* temperatures, int32_t top_k, const int32_t* top_ks,
+                          float top_p, const float* top_ps, float min_p, const float* min_ps, uint64_t seed,
+                          const uint64_t* seeds, const uint64_t* keys, uint64_t step, const uint64_t* steps,
+                          const uint8_t* row_mask, void* tokens, int token_dtype, float* logprob_sampled,
+                          float* logprob, float* entropy, void* stream);
+int arbor_cuda_sample_bf16(const uint16_t* logits, int64_t rows, int64_t vocab, int64_t row_stride,
+                           int64_t vocab_limit, float temperature, const float* temperatures, int32_t top_k,
+                           const int32_t* top_ks, float top_p, const float* top_ps, float min_p, const float* min_ps,
+                           uint64_t seed, const uint64_t* seeds, const uint64_t* keys, uint64_t step,
+                           const uint64_t* steps, const uint8_t* row_mask, void* tokens, int token_dtype,
+                           float* logprob_sampled, float* logprob, float* entropy, void* stream);
+int arbor_cuda_sample_f16(const uint16_t* logits, int64_t rows, int64_t vocab, int64_t row_stride, int64_t vocab_limit,
+                          float temperature, const float* temperatures, int32_t top_k, const int32_t* top_ks,
+                          float top_p, const float* top_ps, float min_p, const float* min_ps, uint64_t seed,
+                          const uint64_t* seeds, const uint64_t* keys, uint64_t step, const uint64_t* steps,
+                          const uint8_t* row_mask, void* tokens, int token_dtype, float* logprob_sampled,
+                          float* logprob, float* entropy, void* stream);
 
 #ifdef __cplusplus
 }

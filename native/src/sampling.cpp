@@ -1,2 +1,412 @@
-// Sampling: fused sample + logprob + entropy — CPU kernels (issue #7).
+// Sampling: fused sample + logprob + entropy — CPU kernels (issue #7). Contract: arbor/sampling.h;
+// definitions and the reasons behind them: docs/sampling.md.
+//
+// Per row:
+//   1. softmax statistics of the tempered row (row_stats, shared with token stats: one read);
+//      logprob and entropy come from them exactly as in token_stats.cpp;
+//   2. T = 0: greedy argmax. Otherwise the truncation threshold tau on z = x * (1/T):
+//      min-p  tau = z_max + log(min_p);
+//      top-k  the k-th largest kept z (radix selection on order-preserving keys, unit weights);
+//      top-p  the largest kept z at which the integer mass from the top reaches ceil(p * total);
+//      a binned pre-pass bounds where these thresholds lie, so only the columns of the top bins are
+//      gathered (in column order) and the exact selections run on short lists;
+//   3. the token is the Gumbel-max race over kept columns: over the gathered list when it is short,
+//      else over the whole row (vectorized noise; groups that cannot win skipped before their logs).
+// Every deciding value comes from sampling_math.h (see there), so the token equals the CUDA
+// kernel's; the statistics (logprob, entropy, the truncated normalizer) use the fast paths.
+#include <atomic>
+#include <math.h>
+#include <vector>
+
 #include "arbor/arbor.h"
+#include "checks.h"
+#include "cpu_dispatch.h"
+#include "parallel.h"
+#include "sampling_math.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace arbor {
+
+// smath as the template parameter of sampling_rows.inc's per-ISA code.
+struct SampleMath {
+    typedef smath::Stream Stream;
+    static constexpr uint32_t PHILOX_M0 = ARBOR_PHILOX_M0, PHILOX_M1 = ARBOR_PHILOX_M1;
+    static constexpr uint32_t PHILOX_W0 = ARBOR_PHILOX_W0, PHILOX_W1 = ARBOR_PHILOX_W1;
+    static constexpr float EXP_LO = ARBOR_SM_EXP_LO, GUMBEL_MAX = ARBOR_SM_GUMBEL_MAX;
+    static constexpr float MASS_SCALE = ARBOR_SM_MASS_SCALE;
+    static float f_add(float a, float b) { return smath::f_add(a, b); }
+    static float f_mul(float a, float b) { return smath::f_mul(a, b); }
+    static float f_sub(float a, float b) { return smath::f_sub(a, b); }
+    static float exp_own(float d) { return smath::exp_own(d); }
+    static float neg_gumbel_of(uint32_t bits) { return smath::neg_gumbel_of(bits); }
+    static bool kept(float z, float tau) { return smath::kept(z, tau); }
+    static void stream_block(const Stream& s, uint32_t block, uint32_t out[4]) { smath::stream_block(s, block, out); }
+    static uint32_t philox_block(int64_t j) { return smath::philox_block(j); }
+    static int philox_word(int64_t j) { return smath::philox_word(j); }
+    static bool cannot_win(float zmax, uint32_t max_bits, float best) { return smath::cannot_win(zmax, max_bits, best); }
+};
+
+struct Drawn {
+    float key;
+    int64_t idx;
+};
+
+// The per-ISA entry points of the sampling kernels. The row statistics are token stats' own ISA
+// entry points (cpu_dispatch.h), called — not re-instantiated under this file's fp-contract=off — so
+// logprob and entropy are bitwise token_stats_fwd's.
+struct SampleScalarIsa {
+    typedef ScalarIsa Stats;
+    template <class Tag>
+    static Drawn race(const typename Tag::T* row, int64_t n, float inv_t, float tau, const smath::Stream& s) {
+        scalar::SampleBest b = scalar::gumbel_race<SampleMath, Tag>(row, n, inv_t, tau, s);
+        return Drawn{b.key, b.idx};
+    }
+    template <class Tag>
+    static int64_t argmax(const typename Tag::T* row, int64_t n) { return scalar::argmax_row<Tag>(row, n); }
+    template <class Tag>
+    static void bin(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax, int64_t* count,
+                    int64_t* mass) {
+        scalar::bin_row<SampleMath, Tag>(row, n, inv_t, tau, zmax, count, mass);
+    }
+    template <class Tag>
+    static int64_t collect(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax, int bmax,
+                           float* z, int32_t* idx) {
+        return scalar::collect_bins<SampleMath, Tag>(row, n, inv_t, tau, zmax, bmax, z, idx);
+    }
+    static void exp_rel(const float* z, int64_t n, float zmax, float* e) {
+        scalar::SampleVec<1, SampleMath>::exp_rel(z, n, zmax, e);
+    }
+    static void neg_gumbel32(const smath::Stream& s, int64_t g, float* L) {
+        uint32_t words[32];
+        scalar::SampleVec<1, SampleMath>::philox32(s, g, words);
+        scalar::SampleVec<1, SampleMath>::neg_gumbel32(words, L);
+    }
+    static Drawn race_list(const float* z, const int32_t* idx, int64_t m, const smath::Stream& s) {
+        scalar::SampleBest b = scalar::race_list<SampleMath>(z, idx, m, s);
+        return Drawn{b.key, b.idx};
+    }
+};
+
+struct SampleAvx2Isa {
+    typedef Avx2Isa Stats;
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static Drawn race(const typename Tag::T* row, int64_t n, float inv_t, float tau, const smath::Stream& s) {
+        avx2::SampleBest b = avx2::gumbel_race<SampleMath, Tag>(row, n, inv_t, tau, s);
+        return Drawn{b.key, b.idx};
+    }
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static int64_t argmax(const typename Tag::T* row, int64_t n) { return avx2::argmax_row<Tag>(row, n); }
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static void bin(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax, int64_t* count,
+                    int64_t* mass) {
+        avx2::bin_row<SampleMath, Tag>(row, n, inv_t, tau, zmax, count, mass);
+    }
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static int64_t collect(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax, int bmax,
+                           float* z, int32_t* idx) {
+        return avx2::collect_bins<SampleMath, Tag>(row, n, inv_t, tau, zmax, bmax, z, idx);
+    }
+    __attribute__((target("avx2,fma,f16c")))
+    static void exp_rel(const float* z, int64_t n, float zmax, float* e) {
+        avx2::SampleVec<8, SampleMath>::exp_rel(z, n, zmax, e);
+    }
+    __attribute__((target("avx2,fma,f16c")))
+    static void neg_gumbel32(const smath::Stream& s, int64_t g, float* L) {
+        alignas(32) uint32_t words[32];
+        avx2::SampleVec<8, SampleMath>::philox32(s, g, words);
+        avx2::SampleVec<8, SampleMath>::neg_gumbel32(words, L);
+    }
+    __attribute__((target("avx2,fma,f16c")))
+    static Drawn race_list(const float* z, const int32_t* idx, int64_t m, const smath::Stream& s) {
+        avx2::SampleBest b = avx2::race_list<SampleMath>(z, idx, m, s);
+        return Drawn{b.key, b.idx};
+    }
+};
+
+// Largest key v with W(keys >= v) >= target (weights w, or 1 each when w is null), by MSB-first
+// radix selection over 8-bit digits; keys[0:n] and w are reordered. Same rounds and digit choice
+// (smath::radix_pick) as the CUDA kernel; exact, so the result does not depend on the order.
+static uint32_t radix_select(uint32_t* keys, int64_t* w, int64_t n, int64_t target) {
+    int64_t above = 0;
+    uint32_t prefix = 0;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        int64_t hist[256] = {0};
+        for (int64_t i = 0; i < n; ++i) hist[(keys[i] >> shift) & 255u] += w ? w[i] : 1;
+        const uint32_t d = (uint32_t)smath::radix_pick(hist, target, &above);
+        prefix |= d << shift;
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; ++i)
+            if (((keys[i] >> shift) & 255u) == d) {
+                keys[m] = keys[i];
+                if (w) w[m] = w[i];
+                ++m;
+            }
+        n = m;
+    }
+    return prefix;
+}
+
+// Keeps the gathered columns with z >= tau (column order preserved); returns the new count.
+static int64_t keep_from(float* z, int32_t* idx, int64_t m, float tau) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < m; ++i)
+        if (z[i] >= tau) {
+            z[k] = z[i];
+            idx[k] = idx[i];
+            ++k;
+        }
+    return k;
+}
+
+// Per-thread scratch for the truncated path (grown on first use, reused across rows).
+struct SampleScratch {
+    std::vector<float> z, e;
+    std::vector<int32_t> idx;
+    std::vector<uint32_t> keys;
+    std::vector<int64_t> w;
+    void ensure(int64_t n) {
+        if ((int64_t)z.size() >= n) return;
+        z.resize(n);
+        e.resize(n);
+        idx.resize(n);
+        keys.resize(n);
+        w.resize(n);
+    }
+};
+
+using smath::RowParams;
+using smath::SampleArgs;
+using smath::row_params;
+
+// Every size, pointer and (unmasked) per-row parameter is valid.
+static bool bad_sample_args(const void* logits, int64_t rows, int64_t vocab, int64_t row_stride, int64_t vocab_limit,
+                            const SampleArgs& a, const void* tokens, int token_dtype) {
+    if (bad_sample_call(logits, rows, vocab, row_stride, vocab_limit, a, tokens, token_dtype)) return true;
+    if (a.temperatures || a.top_ps || a.min_ps || a.steps)
+        for (int64_t r = 0; r < rows; ++r)
+            if (!(a.row_mask && !a.row_mask[r]) && smath::bad_row_params(row_params(a, r))) return true;
+    return false;
+}
+
+static inline void write_token(void* tokens, int token_dtype, int64_t r, int64_t y) {
+    if (token_dtype == ARBOR_I32)
+        ((int32_t*)tokens)[r] = (int32_t)y;
+    else
+        ((int64_t*)tokens)[r] = y;
+}
+
+// The truncated draw (min-p / top-k / top-p active). A coarse pre-pass bins the kept columns by
+// 1/8-logit steps below z_max (counts, and exact masses when top-p needs them), which bounds where
+// the top-k / top-p threshold can lie; only those columns are gathered for the exact radix
+// selections (on the same integers as the CUDA kernel, so the same thresholds). Writes log q(y).
+template <class SI, class Tag>
+static int64_t truncated_draw(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax,
+                              const RowParams& rp, SampleScratch& sc, double* lp_sampled) {
+    const bool topk = rp.k > 0 && rp.k < n, topp = rp.p < 1.0f;
+    int64_t count[257] = {0}, mass[257] = {0};
+    // masses are needed for top-p's total without top-k, and for min-p's normalizer when top-k may
+    // not cut (with a cutting top-k, top-p's total and the normalizer come from the top-k list)
+    const bool need_mass = !topk || rp.mp > 0.0f;
+    SI::template bin<Tag>(row, n, inv_t, tau, zmax, count, need_mass ? mass : nullptr);
+    int64_t kept = 0, total = 0;
+    for (int b = 0; b < 256; ++b) {
+        kept += count[b];
+        total += mass[b];
+    }
+    const bool cut_k = topk && kept > rp.k;
+    int bmax = 255;
+    int64_t cum = 0;
+    if (cut_k) {
+        for (bmax = 0; bmax < 255 && (cum += count[bmax]) < rp.k; ++bmax) {}
+    } else if (topp && need_mass) {
+        const int64_t target = smath::top_p_target(rp.p, total);
+        for (bmax = 0; bmax < 255 && (cum += mass[bmax]) < target; ++bmax) {}
+    } else if (!topp && kept * 8 >= n) {  // only min-p cuts (or nothing), keeping many columns
+        const int64_t y = SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx;
+        *lp_sampled = tau == -INFINITY ? NAN  // nothing truncated: q = p
+                      : ((double)(Tag::to_f32(row[y]) * inv_t) - zmax) - log((double)total / ARBOR_SM_MASS_SCALE);
+        return y;
+    }
+    sc.ensure(n);
+    float* z = sc.z.data();
+    int32_t* idx = sc.idx.data();
+    int64_t m = SI::template collect<Tag>(row, n, inv_t, tau, zmax, bmax, z, idx);
+    if (cut_k) {
+        for (int64_t i = 0; i < m; ++i) sc.keys[i] = smath::order_key(z[i]);
+        tau = smath::key_value(radix_select(sc.keys.data(), nullptr, m, rp.k));
+        m = keep_from(z, idx, m, tau);
+    }
+    if (topp) {  // on the gathered prefix: its mass from the top reaches the target
+        SI::exp_rel(z, m, zmax, sc.e.data());
+        int64_t listed = 0;
+        for (int64_t i = 0; i < m; ++i) {
+            sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
+            sc.keys[i] = smath::order_key(z[i]);
+            listed += sc.w[i];
+        }
+        // the whole kept set was gathered unless bmax came from the masses (then total is theirs)
+        const int64_t target = smath::top_p_target(rp.p, cut_k || !need_mass ? listed : total);
+        tau = smath::key_value(radix_select(sc.keys.data(), sc.w.data(), m, target));
+        m = keep_from(z, idx, m, tau);
+    }
+    // a long list is cheaper to race over the row (vectorized noise) — same token
+    const int64_t y = m * 8 >= n ? SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx
+                                 : SI::race_list(z, idx, m, rp.stream).idx;
+    SI::exp_rel(z, m, zmax, sc.e.data());
+    double s = 0.0;
+    for (int64_t i = 0; i < m; ++i) s += sc.e[i];
+    *lp_sampled = ((double)(Tag::to_f32(row[y]) * inv_t) - zmax) - log(s);
+    return y;
+}
+
+template <class SI, class Tag>
+static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vocab, int64_t row_stride,
+                         int64_t vocab_limit, const SampleArgs& a, void* tokens, int token_dtype,
+                         float* logprob_sampled, float* logprob, float* entropy, int num_threads) {
+    if (bad_sample_args(logits, rows, vocab, row_stride, vocab_limit, a, tokens, token_dtype)) return ARBOR_ERR_ARG;
+    const int64_t n = vocab_limit;
+    std::atomic<int> no_distribution{0};
+    parallel_for(rows, num_threads, n, [&](int64_t begin, int64_t end) {
+        SampleScratch sc;
+        for (int64_t r = begin; r < end; ++r) {
+            if (a.row_mask != nullptr && !a.row_mask[r]) {
+                write_token(tokens, token_dtype, r, -1);
+                if (logprob_sampled) logprob_sampled[r] = 0.0f;
+                if (logprob) logprob[r] = 0.0f;
+                if (entropy) entropy[r] = 0.0f;
+                continue;
+            }
+            const typename Tag::T* row = logits + r * row_stride;
+            const RowParams rp = row_params(a, r);
+            const bool greedy = rp.t == 0.0f;
+            const float inv_t = greedy ? 1.0f : 1.0f / rp.t;  // greedy rows report T = 1 statistics
+            const RowStats st = SI::Stats::template stats<Tag>(row, n, inv_t);
+            if (!st.valid) {  // NaN, +inf (possibly from dividing by T) or nothing finite
+                write_token(tokens, token_dtype, r, -1);
+                if (logprob_sampled) logprob_sampled[r] = NAN;
+                if (logprob) logprob[r] = NAN;
+                if (entropy) entropy[r] = NAN;
+                no_distribution.store(1, std::memory_order_relaxed);
+                continue;
+            }
+            const float zmax = st.max;  // exact: max of the rounded products x * inv_t
+            int64_t y;
+            double lp_sampled;  // NAN = same as the untruncated logprob
+            if (greedy) {
+                y = SI::template argmax<Tag>(row, n);
+                lp_sampled = 0.0;
+            } else {
+                float tau = -INFINITY;
+                if (rp.mp > 0.0f) tau = smath::f_add(zmax, smath::log_own(rp.mp));
+                const bool topk = rp.k > 0 && rp.k < n, topp = rp.p < 1.0f;
+                if (!(rp.mp > 0.0f) && !topk && !topp) {
+                    y = SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx;
+                    lp_sampled = NAN;
+                } else {
+                    y = truncated_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, &lp_sampled);
+                }
+            }
+            write_token(tokens, token_dtype, r, y);
+            // exactly token_stats_fwd's logprob for label y
+            const float lp = (Tag::to_f32(row[y]) * inv_t - st.max) - st.log_sum;
+            if (logprob) logprob[r] = lp;
+            if (entropy) entropy[r] = st.entropy;
+            if (logprob_sampled) logprob_sampled[r] = isnan(lp_sampled) ? lp : (float)lp_sampled;
+        }
+    });
+    return no_distribution.load() ? ARBOR_ERR_NAN : ARBOR_OK;
+}
+
+}  // namespace arbor
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+#define ARBOR_SAMPLE(NAME, TAG, CTYPE)                                                                            \
+    extern "C" int NAME(const CTYPE* logits, int64_t rows, int64_t vocab, int64_t row_stride, int64_t vocab_limit, \
+                        float temperature, const float* temperatures, int32_t top_k, const int32_t* top_ks,       \
+                        float top_p, const float* top_ps, float min_p, const float* min_ps, uint64_t seed,        \
+                        const uint64_t* seeds, const uint64_t* keys, uint64_t step, const uint64_t* steps,        \
+                        const uint8_t* row_mask, void* tokens, int token_dtype, float* logprob_sampled,           \
+                        float* logprob, float* entropy, int num_threads) {                                       \
+        const arbor::smath::SampleArgs a{temperature, temperatures, top_k, top_ks, top_p, top_ps, min_p,               \
+                                  min_ps,      seed,         seeds, keys,  step,  steps,  row_mask};             \
+        try {                                                                                                    \
+            return arbor::cpu_use_avx2()                                                                         \
+                           ? arbor::sample_kernel<arbor::SampleAvx2Isa, arbor::TAG>(                             \
+                                     logits, rows, vocab, row_stride, vocab_limit, a, tokens, token_dtype,       \
+                                     logprob_sampled, logprob, entropy, num_threads)                             \
+                           : arbor::sample_kernel<arbor::SampleScalarIsa, arbor::TAG>(                           \
+                                     logits, rows, vocab, row_stride, vocab_limit, a, tokens, token_dtype,       \
+                                     logprob_sampled, logprob, entropy, num_threads);                            \
+        } catch (...) {                                                                                          \
+            return ARBOR_ERR_ARG;                                                                                \
+        }                                                                                                        \
+    }
+ARBOR_SAMPLE(arbor_cpu_sample_f32, F32Tag, float)
+ARBOR_SAMPLE(arbor_cpu_sample_bf16, BF16Tag, uint16_t)
+ARBOR_SAMPLE(arbor_cpu_sample_f16, F16Tag, uint16_t)
+
+extern "C" void arbor_philox4x32_10(const uint32_t* ctr, const uint32_t* key, uint32_t* out) {
+    for (int i = 0; i < 4; ++i) out[i] = ctr[i];
+    arbor::smath::philox4x32_10(out, key[0], key[1]);
+}
+
+static uint32_t sample_bits(uint64_t seed, uint64_t key, uint64_t step, int64_t column) {
+    uint32_t out[4];
+    arbor::smath::stream_block(arbor::smath::make_stream(seed, key, step), arbor::smath::philox_block(column), out);
+    return out[arbor::smath::philox_word(column)];
+}
+
+extern "C" float arbor_sample_uniform(uint64_t seed, uint64_t key, uint64_t step, int64_t column) {
+    return arbor::smath::uniform_of(sample_bits(seed, key, step, column));
+}
+
+extern "C" float arbor_sample_gumbel(uint64_t seed, uint64_t key, uint64_t step, int64_t column) {
+    return -arbor::smath::neg_gumbel_of(sample_bits(seed, key, step, column));
+}
+
+template <class SI>
+static void sample_noise(uint64_t seed, uint64_t key, uint64_t step, int64_t columns, float* gumbel) {
+    const arbor::smath::Stream s = arbor::smath::make_stream(seed, key, step);
+    float L[32];
+    for (int64_t j0 = 0; j0 < columns; j0 += 32) {
+        SI::neg_gumbel32(s, j0 >> 5, L);
+        for (int64_t i = 0; i < 32 && j0 + i < columns; ++i) gumbel[j0 + i] = -L[i];
+    }
+}
+
+extern "C" void arbor_cpu_sample_noise(uint64_t seed, uint64_t key, uint64_t step, int64_t columns, float* gumbel) {
+    if (arbor::cpu_use_avx2())
+        sample_noise<arbor::SampleAvx2Isa>(seed, key, step, columns, gumbel);
+    else
+        sample_noise<arbor::SampleScalarIsa>(seed, key, step, columns, gumbel);
+}
+
+extern "C" void arbor_cpu_sample_exp(const float* d, int64_t n, float* out) {
+    if (arbor::cpu_use_avx2())
+        arbor::SampleAvx2Isa::exp_rel(d, n, 0.0f, out);
+    else
+        arbor::SampleScalarIsa::exp_rel(d, n, 0.0f, out);
+}
+
+extern "C" double arbor_sample_gumbel_max_error(void) {
+    double worst = 0.0;
+    for (uint32_t k = 0; k < (1u << 23); ++k) {
+        const uint32_t bits = k << 9;
+        const double u = (double)arbor::smath::uniform_of(bits);
+        const double g = -log(-log(u));
+        const double e = fabs(-(double)arbor::smath::neg_gumbel_of(bits) - g);
+        if (e > worst) worst = e;
+    }
+    return worst;
+}

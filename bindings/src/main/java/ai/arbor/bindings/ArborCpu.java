@@ -109,6 +109,66 @@ public final class ArborCpu {
 
     // ---- sampling (issue #7) -------------------------------------------------------------------
 
+    public static native int arbor_cpu_sample_f32(@Cast("const float*") long logits, long rows, long vocab,
+            long rowStride, long vocabLimit, float temperature, @Cast("const float*") long temperatures, int topK,
+            @Cast("const int32_t*") long topKs, float topP, @Cast("const float*") long topPs, float minP,
+            @Cast("const float*") long minPs, @Cast("uint64_t") long seed, @Cast("const uint64_t*") long seeds,
+            @Cast("const uint64_t*") long keys, @Cast("uint64_t") long step, @Cast("const uint64_t*") long steps,
+            @Cast("const uint8_t*") long rowMask, @Cast("void*") long tokens, int tokenDtype,
+            @Cast("float*") long logprobSampled, @Cast("float*") long logprob, @Cast("float*") long entropy,
+            int numThreads);
+
+    public static native int arbor_cpu_sample_bf16(@Cast("const uint16_t*") long logits, long rows, long vocab,
+            long rowStride, long vocabLimit, float temperature, @Cast("const float*") long temperatures, int topK,
+            @Cast("const int32_t*") long topKs, float topP, @Cast("const float*") long topPs, float minP,
+            @Cast("const float*") long minPs, @Cast("uint64_t") long seed, @Cast("const uint64_t*") long seeds,
+            @Cast("const uint64_t*") long keys, @Cast("uint64_t") long step, @Cast("const uint64_t*") long steps,
+            @Cast("const uint8_t*") long rowMask, @Cast("void*") long tokens, int tokenDtype,
+            @Cast("float*") long logprobSampled, @Cast("float*") long logprob, @Cast("float*") long entropy,
+            int numThreads);
+
+    public static native int arbor_cpu_sample_f16(@Cast("const uint16_t*") long logits, long rows, long vocab,
+            long rowStride, long vocabLimit, float temperature, @Cast("const float*") long temperatures, int topK,
+            @Cast("const int32_t*") long topKs, float topP, @Cast("const float*") long topPs, float minP,
+            @Cast("const float*") long minPs, @Cast("uint64_t") long seed, @Cast("const uint64_t*") long seeds,
+            @Cast("const uint64_t*") long keys, @Cast("uint64_t") long step, @Cast("const uint64_t*") long steps,
+            @Cast("const uint8_t*") long rowMask, @Cast("void*") long tokens, int tokenDtype,
+            @Cast("float*") long logprobSampled, @Cast("float*") long logprob, @Cast("float*") long entropy,
+            int numThreads);
+
+    @CriticalRegion
+    public static native int arbor_cpu_sample_f32(@Cast("const float*") float[] logits, long rows, long vocab,
+            long rowStride, long vocabLimit, float temperature, @Cast("const float*") float[] temperatures, int topK,
+            @Cast("const int32_t*") int[] topKs, float topP, @Cast("const float*") float[] topPs, float minP,
+            @Cast("const float*") float[] minPs, @Cast("uint64_t") long seed, @Cast("const uint64_t*") long[] seeds,
+            @Cast("const uint64_t*") long[] keys, @Cast("uint64_t") long step, @Cast("const uint64_t*") long[] steps,
+            @Cast("const uint8_t*") byte[] rowMask, @Cast("void*") int[] tokens, int tokenDtype,
+            float[] logprobSampled, float[] logprob, float[] entropy, int numThreads);
+
+    public static native void arbor_philox4x32_10(@Cast("const uint32_t*") int[] ctr, @Cast("const uint32_t*") int[] key,
+            @Cast("uint32_t*") int[] out);
+
+    public static native float arbor_sample_uniform(@Cast("uint64_t") long seed, @Cast("uint64_t") long key,
+            @Cast("uint64_t") long step, long column);
+
+    public static native float arbor_sample_gumbel(@Cast("uint64_t") long seed, @Cast("uint64_t") long key,
+            @Cast("uint64_t") long step, long column);
+
+    public static native void arbor_cpu_sample_noise(@Cast("uint64_t") long seed, @Cast("uint64_t") long key,
+            @Cast("uint64_t") long step, long columns, float[] gumbel);
+
+    public static native void arbor_cpu_sample_exp(@Cast("const float*") float[] d, long n, float[] out);
+
+    public static native double arbor_sample_gumbel_max_error();
+
+    /** Scalar double-precision reference of the sampling distribution (native/src/reference.cpp). */
+    @CriticalRegion
+    public static native int arbor_ref_sample_probs(@Cast("const double*") double[] logits, long rows, long vocab,
+            long rowStride, long vocabLimit, double temperature, @Cast("const double*") double[] temperatures,
+            int topK, @Cast("const int32_t*") int[] topKs, double topP, @Cast("const double*") double[] topPs,
+            double minP, @Cast("const double*") double[] minPs, @Cast("const uint8_t*") byte[] rowMask,
+            double[] probs);
+
     // ---- scalar double-precision references ------------------------------------------------------
 
     @CriticalRegion

@@ -92,4 +92,31 @@ public final class ArborCuda {
             @Cast("float*") long advOut, @Cast("double*") long stats, @Cast("void*") long stream);
 
     // ---- sampling (issue #7) -------------------------------------------------------------------
+
+    public static native int arbor_cuda_sample_f32(@Cast("const float*") long logits, long rows, long vocab,
+            long rowStride, long vocabLimit, float temperature, @Cast("const float*") long temperatures, int topK,
+            @Cast("const int32_t*") long topKs, float topP, @Cast("const float*") long topPs, float minP,
+            @Cast("const float*") long minPs, @Cast("uint64_t") long seed, @Cast("const uint64_t*") long seeds,
+            @Cast("const uint64_t*") long keys, @Cast("uint64_t") long step, @Cast("const uint64_t*") long steps,
+            @Cast("const uint8_t*") long rowMask, @Cast("void*") long tokens, int tokenDtype,
+            @Cast("float*") long logprobSampled, @Cast("float*") long logprob, @Cast("float*") long entropy,
+            @Cast("void*") long stream);
+
+    public static native int arbor_cuda_sample_bf16(@Cast("const uint16_t*") long logits, long rows, long vocab,
+            long rowStride, long vocabLimit, float temperature, @Cast("const float*") long temperatures, int topK,
+            @Cast("const int32_t*") long topKs, float topP, @Cast("const float*") long topPs, float minP,
+            @Cast("const float*") long minPs, @Cast("uint64_t") long seed, @Cast("const uint64_t*") long seeds,
+            @Cast("const uint64_t*") long keys, @Cast("uint64_t") long step, @Cast("const uint64_t*") long steps,
+            @Cast("const uint8_t*") long rowMask, @Cast("void*") long tokens, int tokenDtype,
+            @Cast("float*") long logprobSampled, @Cast("float*") long logprob, @Cast("float*") long entropy,
+            @Cast("void*") long stream);
+
+    public static native int arbor_cuda_sample_f16(@Cast("const uint16_t*") long logits, long rows, long vocab,
+            long rowStride, long vocabLimit, float temperature, @Cast("const float*") long temperatures, int topK,
+            @Cast("const int32_t*") long topKs, float topP, @Cast("const float*") long topPs, float minP,
+            @Cast("const float*") long minPs, @Cast("uint64_t") long seed, @Cast("const uint64_t*") long seeds,
+            @Cast("const uint64_t*") long keys, @Cast("uint64_t") long step, @Cast("const uint64_t*") long steps,
+            @Cast("const uint8_t*") long rowMask, @Cast("void*") long tokens, int tokenDtype,
+            @Cast("float*") long logprobSampled, @Cast("float*") long logprob, @Cast("float*") long entropy,
+            @Cast("void*") long stream);
 }

@@ -1,0 +1,775 @@
+package ai.arbor.kernels;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.arbor.bindings.ArborCpu;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * The sampling kernel against the exact sampling distribution (the double reference
+ * {@code arbor_ref_sample_probs}, a full sort), hand-written truncation properties, an independent
+ * Gumbel-max re-computation from the documented noise, and {@link TokenStats}.
+ *
+ * <p>Distribution test (chi-square): for each of a fixed list of small-vocabulary cases, N = 100,000 draws
+ * from one row (row r uses key r, a seed from a fixed list and step r mod 7 — a fixed seed set, so the test
+ * is deterministic) are binned by token; tokens with q = 0 must never occur, and Pearson's statistic over
+ * the rest must not exceed the χ² critical value at significance α = 0.001 (df = support − 1). A correct
+ * sampler fails a given case for a fraction α of seed sets; the fixed set passes. The test fails for a
+ * wrong distribution: a relative error δ in a token of probability q shifts the statistic by about
+ * N·q·δ², so e.g. δ = 5% on q = 0.1 (statistic +25 against a critical value ≈ 20–30) is caught, and
+ * bugs that break the Gumbel-max argument (noise reused across columns, wrong truncation, wrong
+ * temperature) fail by orders of magnitude.
+ */
+class SamplerTest {
+
+    @AfterEach
+    void restore() {
+        Kernels.forceScalarCpu(false);
+        Kernels.setThreads(Runtime.getRuntime().availableProcessors());
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // The generator
+    // ---------------------------------------------------------------------------------------------
+
+    @Test
+    void philoxMatchesRandom123KnownAnswers() {
+        // Random123 tests/kat_vectors: philox4x32 10 <ctr> <key> <expected>
+        int[][][] kat = {
+            {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+            {{-1, -1, -1, -1}, {-1, -1}, {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+            {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0},
+                {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+        };
+        for (int[][] v : kat) {
+            int[] out = new int[4];
+            ArborCpu.arbor_philox4x32_10(v[0], v[1], out);
+            assertArrayEquals(v[2], out, "Philox4x32-10 of ctr " + Arrays.toString(v[0]));
+        }
+    }
+
+    @Test
+    void noiseIsBitwiseTheSameOnEveryCpuPathAndIsGumbel() {
+        long[][] streams = {{0, 0, 0}, {7, 99, 3}, {-1, Long.MIN_VALUE, Sampler.MAX_STEP}, {123456789, 42, 1 << 20}};
+        int n = 1000;
+        for (long[] s : streams) {
+            float[] avx = new float[n], scalar = new float[n];
+            ArborCpu.arbor_cpu_sample_noise(s[0], s[1], s[2], n, avx);
+            Kernels.forceScalarCpu(true);
+            ArborCpu.arbor_cpu_sample_noise(s[0], s[1], s[2], n, scalar);
+            Kernels.forceScalarCpu(false);
+            for (int j = 0; j < n; j++) {
+                float g = Sampler.gumbel(s[0], s[1], s[2], j);
+                assertEquals(Float.floatToRawIntBits(g), Float.floatToRawIntBits(avx[j]), "dispatched path, column " + j);
+                assertEquals(Float.floatToRawIntBits(g), Float.floatToRawIntBits(scalar[j]), "scalar path, column " + j);
+                double u = Sampler.uniform(s[0], s[1], s[2], j);
+                assertTrue(u > 0 && u < 1, "u in (0, 1): " + u);
+                assertEquals(-Math.log(-Math.log(u)), g, 2e-6 * (1 + Math.abs(g)), "G = -log(-log u), column " + j);
+            }
+        }
+        // the uniforms are uniform: mean 1/2, variance 1/12 over 200,000 columns of one stream
+        double sum = 0, sq = 0;
+        int m = 200_000;
+        for (int j = 0; j < m; j++) {
+            double u = Sampler.uniform(5, 6, 7, j);
+            sum += u;
+            sq += u * u;
+        }
+        double mean = sum / m, var = sq / m - mean * mean;
+        assertEquals(0.5, mean, 5 * Math.sqrt(1.0 / 12 / m));
+        assertEquals(1.0 / 12, var, 5e-4);
+    }
+
+    /**
+     * Over all 2^23 possible uniforms, the fp32 noise is within 1e-5 of -log(-log u) (double). The kernels
+     * skip columns that cannot win using ARBOR_SM_GUMBEL_EPS = 1e-4, ten times this bound — if the noise
+     * ever got less accurate, the skipping could change a token, and this test fails first.
+     */
+    @Test
+    void noiseErrorIsBoundedOverEveryUniform() {
+        double err = ArborCpu.arbor_sample_gumbel_max_error();
+        System.out.println("  max |G' - G| over all uniforms = " + err);
+        assertTrue(err <= 1e-5, "noise error " + err + " exceeds 1e-5");
+        assertTrue(err > 0, "an fp32 computation cannot be exact everywhere");
+    }
+
+    @Test
+    void ownExpIsBitwiseTheSameOnEveryCpuPathAndAccurate() {
+        Random rnd = new Random(11);
+        int n = 4099;
+        float[] d = new float[n];
+        for (int i = 0; i < n; i++) d[i] = i < 8 ? new float[] {0f, -0f, -1e-30f, -87.3f, -87.34f, -88f, -200f,
+                Float.NEGATIVE_INFINITY}[i] : (float) (-rnd.nextDouble() * 100);
+        float[] a = new float[n], b = new float[n];
+        ArborCpu.arbor_cpu_sample_exp(d, n, a);
+        Kernels.forceScalarCpu(true);
+        ArborCpu.arbor_cpu_sample_exp(d, n, b);
+        Kernels.forceScalarCpu(false);
+        for (int i = 0; i < n; i++) {
+            assertEquals(Float.floatToRawIntBits(b[i]), Float.floatToRawIntBits(a[i]), "exp(" + d[i] + ")");
+            double e = Math.exp(d[i]);
+            if (d[i] < -87.3365447505531) assertEquals(0f, a[i], "underflow is exactly 0 at " + d[i]);
+            else assertEquals(e, a[i], 2.5e-7 * e, "exp(" + d[i] + ")");
+        }
+        assertEquals(1f, a[0]);
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Distribution
+    // ---------------------------------------------------------------------------------------------
+
+    /** A small-vocabulary case of the chi-square test. */
+    record Dist(String name, float[] row, SamplingParams params) {}
+
+    static List<Dist> distCases() {
+        float[] a = {0f, 1f, 2f, 0.5f, -1f, 1.5f, -0.3f, 2.2f, 0.1f, -2f};
+        float[] b = {3f, 2.9f, 1f, 1f, 0f, -1f, Float.NEGATIVE_INFINITY, 2.5f, -3f, 0.7f, 0.7f, 1.8f, -0.5f};
+        List<Dist> c = new ArrayList<>();
+        c.add(new Dist("T=1", a, SamplingParams.temperature(1f)));
+        c.add(new Dist("T=0.6", a, SamplingParams.temperature(0.6f)));
+        c.add(new Dist("T=1.7 with -inf", b, SamplingParams.temperature(1.7f)));
+        c.add(new Dist("top-k 4", a, SamplingParams.temperature(1f).withTopK(4)));
+        c.add(new Dist("top-k 5, tie at the 5th value (6 kept)", b, SamplingParams.temperature(1.3f).withTopK(5)));
+        c.add(new Dist("top-p 0.75", a, SamplingParams.temperature(1f).withTopP(0.75f)));
+        c.add(new Dist("min-p 0.2", b, SamplingParams.temperature(0.9f).withMinP(0.2f)));
+        c.add(new Dist("top-k 6 + top-p 0.8 + min-p 0.05", a,
+                SamplingParams.temperature(1.2f).withTopK(6).withTopP(0.8f).withMinP(0.05f)));
+        return c;
+    }
+
+    @Test
+    void empiricalFrequenciesMatchTheExactDistribution() {
+        final int draws = 100_000;
+        final double alpha = 1e-3;
+        int caseNo = 0;
+        for (Dist dc : distCases()) {
+            int v = dc.row().length;
+            double[] q = refProbs(dc.row(), 1, v, v, dc.params())[0];
+            assertTopPBoundaryIsClear(dc.row(), dc.params());
+            float[] x = new float[draws * v];
+            long[] keys = new long[draws], steps = new long[draws];
+            for (int r = 0; r < draws; r++) {
+                System.arraycopy(dc.row(), 0, x, r * v, v);
+                keys[r] = r;
+                steps[r] = r % 7;
+            }
+            long seed = 20_251_129L + caseNo++;
+            SampleResult res = Sampler.sample(x, draws, v, v, dc.params(), seed, keys, steps, null);
+            long[] count = new long[v];
+            for (int t : res.tokens()) count[t]++;
+            double stat = 0;
+            int support = 0;
+            for (int j = 0; j < v; j++) {
+                if (q[j] == 0) {
+                    assertEquals(0, count[j], dc.name() + ": token " + j + " has q = 0 but was drawn");
+                    continue;
+                }
+                support++;
+                double e = draws * q[j];
+                stat += (count[j] - e) * (count[j] - e) / e;
+            }
+            double p = chiSquareSurvival(stat, support - 1);
+            System.out.printf("  chi-square %-45s df=%d stat=%.2f p=%.3f%n", dc.name(), support - 1, stat, p);
+            assertTrue(p > alpha, dc.name() + ": chi-square " + stat + " with " + (support - 1) + " df, p = " + p
+                    + " < " + alpha + "; counts " + Arrays.toString(count) + " expected q " + Arrays.toString(q));
+        }
+    }
+
+    /**
+     * Every draw lies in the truncated set, checked against definitions written out here (not the
+     * reference): top-k — fewer than k tokens have a strictly larger logit; top-p — the renormalized mass
+     * strictly above the token (among what top-k and min-p kept) is below p; min-p — p_y ≥ min_p·p_max.
+     * logprobSampled = log q(y) from the exact distribution.
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"F32", "BF16", "F16"})
+    void drawsStayInsideTheTruncatedSet(DType dtype) {
+        long seed = Logits.seed();
+        System.out.println("drawsStayInsideTheTruncatedSet " + dtype + " seed=" + seed);
+        Random rnd = new Random(seed);
+        int[] vocabs = {2, 7, 64, 1000, 3001};
+        for (int vocab : vocabs) {
+            for (int c = 0; c < 6; c++) {
+                int rows = vocab > 1000 ? 40 : 150;
+                float t = new float[] {0.4f, 1f, 1.6f}[c % 3];
+                int k = new int[] {0, 1, 3, 20, 0, 5}[c];
+                float p = new float[] {1f, 1f, 0.9f, 0.6f, 0.3f, 0.95f}[c];
+                float mp = c == 4 ? 0.1f : 0f;
+                float[] row = new float[vocab];
+                for (int j = 0; j < vocab; j++) row[j] = asSeen((float) (rnd.nextGaussian() * 2.5), dtype);
+                SamplingParams params = new SamplingParams(t, k, p, mp);
+                if (!topPBoundaryIsClear(row, params)) continue;  // a near-tie at the nucleus edge (rare): skip
+                float[] x = new float[rows * vocab];
+                long[] keys = new long[rows], steps = new long[rows];
+                for (int r = 0; r < rows; r++) {
+                    System.arraycopy(row, 0, x, r * vocab, vocab);
+                    keys[r] = rnd.nextLong();
+                    steps[r] = rnd.nextInt(1000);
+                }
+                float[][] out = sampleMem(x, rows, vocab, vocab, vocab, dtype, params, rnd.nextLong(), keys, steps, null);
+                double[] q = refProbs(row, 1, vocab, vocab, params)[0];
+                double[] z = new double[vocab];
+                double zmax = Double.NEGATIVE_INFINITY;
+                for (int j = 0; j < vocab; j++) zmax = Math.max(zmax, z[j] = row[j] / (double) t);
+                for (int r = 0; r < rows; r++) {
+                    int y = (int) out[0][r];
+                    String where = dtype + " V=" + vocab + " " + params + " row " + r + " token " + y;
+                    assertTrue(y >= 0 && y < vocab, where);
+                    assertTrue(q[y] > 0, where + ": outside the exact support");
+                    int larger = 0;
+                    for (int j = 0; j < vocab; j++) if (z[j] > z[y]) larger++;
+                    if (k > 0) assertTrue(larger < k, where + ": " + larger + " tokens are larger than the top-k pick");
+                    if (mp > 0) assertTrue(z[y] - zmax >= Math.log(mp) - 1e-6, where + ": below min-p");
+                    if (p < 1) {
+                        double above = 0, all = 0;
+                        double kth = k > 0 ? kthLargest(z, k) : Double.NEGATIVE_INFINITY;
+                        for (int j = 0; j < vocab; j++) {
+                            if (z[j] < kth || (mp > 0 && z[j] - zmax < Math.log(mp))) continue;
+                            double e = Math.exp(z[j] - zmax);
+                            all += e;
+                            if (z[j] > z[y]) above += e;
+                        }
+                        assertTrue(above / all < p, where + ": mass above the pick " + above / all + " >= top-p " + p);
+                    }
+                    assertEquals(Math.log(q[y]), out[1][r], 2e-5 * (1 + Math.log(vocab)) + 1e-6 * Math.abs(z[y]),
+                            where + ": logprobSampled");
+                }
+            }
+        }
+    }
+
+    /**
+     * The drawn token is argmax over the exact support of z_j + G_j, with G_j from the documented
+     * stream (Sampler.gumbel = Philox of (seed, key, step, column)) — recomputed here in double. Rows whose
+     * best two keys are within 1e-4 are skipped (fp32 key rounding may order them either way). Covers
+     * both of the kernel's race paths: short kept lists and whole rows.
+     */
+    @Test
+    void tokenIsTheGumbelMaxOfTheDocumentedNoise() {
+        long seed = Logits.seed();
+        System.out.println("tokenIsTheGumbelMaxOfTheDocumentedNoise seed=" + seed);
+        Random rnd = new Random(seed);
+        // one per path of the CPU kernel: no truncation; top-k cutting (with and without top-p / min-p);
+        // top-p alone (short and long nucleus); top-k too large to cut, alone and with top-p; min-p alone
+        // keeping few and many columns
+        SamplingParams t1 = SamplingParams.temperature(1f);
+        SamplingParams[] ps = {t1, SamplingParams.temperature(0.7f).withTopK(10), t1.withTopK(50).withTopP(0.9f),
+            t1.withTopK(30).withMinP(0.05f), SamplingParams.temperature(1.3f).withTopP(0.99f), t1.withTopP(0.5f),
+            t1.withTopK(5000), t1.withTopK(5000).withTopP(0.8f), t1.withMinP(0.5f), t1.withMinP(0.001f)};
+        int checked = 0, skipped = 0, boundary = 0;
+        for (SamplingParams params : ps) {
+            int rows = 30, vocab = 2053, limit = 2049;
+            float[] x = Logits.random(rnd, rows, vocab, vocab, limit, true);
+            long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
+            for (int r = 0; r < rows; r++) steps[r] = rnd.nextInt() & 0xffffffffL;
+            long s = rnd.nextLong();
+            SampleResult res = Sampler.sample(x, rows, vocab, limit, params, s, keys, steps, null);
+            double[][] q = refProbs(x, rows, vocab, limit, params);
+            float invT = 1f / params.temperature();
+            for (int r = 0; r < rows; r++) {
+                if (!topPBoundaryIsClear(Arrays.copyOfRange(x, r * vocab, r * vocab + limit), params)) {
+                    boundary++;
+                    continue;
+                }
+                double best = Double.NEGATIVE_INFINITY, second = Double.NEGATIVE_INFINITY;
+                int arg = -1;
+                for (int j = 0; j < limit; j++) {
+                    if (q[r][j] == 0) continue;
+                    double key = (double) (x[r * vocab + j] * invT) + Sampler.gumbel(s, keys[r], steps[r], j);
+                    if (key > best) {
+                        second = best;
+                        best = key;
+                        arg = j;
+                    } else if (key > second) second = key;
+                }
+                if (best - second < 1e-4 * (1 + Math.abs(best))) {
+                    skipped++;
+                    continue;
+                }
+                assertEquals(arg, res.tokens()[r], params + " row " + r);
+                double zy = x[r * vocab + arg] * invT;
+                assertEquals(Math.log(q[r][arg]), res.logprobSampled()[r], 2e-5 * (1 + Math.log(limit)) + 1e-6 * Math.abs(zy),
+                        params + " row " + r + ": logprobSampled");
+                checked++;
+            }
+        }
+        System.out.println("  checked " + checked + " rows, skipped " + skipped + " near-ties and " + boundary
+                + " rows at a truncation boundary");
+        assertTrue(checked > 200);
+    }
+
+    @Test
+    void greedyIsTheLowestIndexArgmax() {
+        float ninf = Float.NEGATIVE_INFINITY;
+        float[] x = {
+            1f, 3f, 3f, 2f, //          tie at 1, 2 -> 1
+            -0f, 0f, ninf, -1f, //      -0 == +0 -> 0
+            ninf, ninf, ninf, 5f, //    point mass -> 3
+            7f, 7f, 7f, 7f, //          all equal -> 0
+        };
+        SampleResult res = Sampler.sample(x, 4, 4, SamplingParams.greedy(), 1, 0);
+        assertArrayEquals(new int[] {1, 0, 3, 0}, res.tokens());
+        assertArrayEquals(new float[4], res.logprobSampled());
+        float[] lp = new float[4], h = new float[4];
+        TokenStats.forward(x, 4, 4, res.tokens(), 1f, lp, h);
+        assertArrayEquals(lp, res.logprob(), "greedy rows report T = 1 logprobs");
+        assertArrayEquals(h, res.entropy());
+        // greedy does not depend on the seed, key or step, and truncation never changes the argmax
+        SampleResult other = Sampler.sample(x, 4, 4, 4, new SamplingParams(0f, 1, 0.1f, 0.5f), 99,
+                new long[] {5, 6, 7, 8}, new long[] {1, 2, 3, 4}, null);
+        assertArrayEquals(res.tokens(), other.tokens());
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Statistics = token stats
+    // ---------------------------------------------------------------------------------------------
+
+    @ParameterizedTest(name = "{0} {1}")
+    @CsvSource({"F32, avx2", "BF16, avx2", "F16, avx2", "F32, scalar", "BF16, scalar"})
+    void logprobAndEntropyAreBitwiseTheTokenStatsValues(DType dtype, String isa) {
+        Kernels.forceScalarCpu(isa.equals("scalar"));
+        long seed = Logits.seed();
+        System.out.println("logprobAndEntropyAreBitwiseTheTokenStatsValues " + dtype + " " + isa + " seed=" + seed);
+        Random rnd = new Random(seed);
+        for (int vocab : new int[] {1, 3, 100, 4099, 32000}) {
+            int rows = vocab >= 32000 ? 3 : 1 + rnd.nextInt(60);
+            int stride = vocab + rnd.nextInt(5), limit = Math.max(1, vocab - rnd.nextInt(Math.min(vocab, 4)));
+            float t = new float[] {0f, 0.5f, 1f, 1.7f}[rnd.nextInt(4)];
+            SamplingParams params = new SamplingParams(t, rnd.nextInt(3) * 5, rnd.nextBoolean() ? 1f : 0.9f, 0f);
+            float[] x = Logits.random(rnd, rows, vocab, stride, limit, true);
+            byte[] mask = new byte[rows];
+            for (int r = 0; r < rows; r++) mask[r] = (byte) (rnd.nextInt(5) == 0 ? 0 : 1);
+            long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
+            float[][] out = sampleMem(x, rows, vocab, stride, limit, dtype, params, rnd.nextLong(), keys, steps, mask);
+            int[] labels = new int[rows];
+            for (int r = 0; r < rows; r++) labels[r] = mask[r] == 0 ? -100 : (int) out[0][r];
+            LogitsView view = new LogitsView(MemRef.of(Logits.direct(x, dtype)), dtype, rows, vocab, stride, limit);
+            ByteBuffer lp = Logits.directFloats(rows), h = Logits.directFloats(rows);
+            TokenStats.forward(view, MemRef.of(Logits.direct(labels)), DType.I32, t == 0f ? 1f : t,
+                    MemRef.of(Logits.direct(mask)), MemRef.of(lp), MemRef.of(h), null, 0);
+            String where = dtype + " " + isa + " V=" + vocab + " " + params;
+            assertArrayEquals(Logits.floats(lp, rows), out[2], where + ": logprob");
+            assertArrayEquals(Logits.floats(h, rows), out[3], where + ": entropy");
+            for (int r = 0; r < rows; r++) {
+                if (mask[r] == 0) {
+                    assertEquals(-1f, out[0][r], where + ": masked row token");
+                    assertEquals(0f, out[1][r]);
+                } else if (!params.truncates() && t > 0) {
+                    assertEquals(out[2][r], out[1][r], where + ": untruncated logprobSampled = logprob");
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Determinism
+    // ---------------------------------------------------------------------------------------------
+
+    @Test
+    void tokensDependOnlyOnTheRowAndItsStream() {
+        long seed = Logits.seed();
+        System.out.println("tokensDependOnlyOnTheRowAndItsStream seed=" + seed);
+        Random rnd = new Random(seed);
+        int rows = 97, vocab = 4099;  // large enough that the kernel really splits rows over threads
+        float[] x = Logits.random(rnd, rows, vocab, vocab, vocab, true);
+        SamplingParams[] menu = {SamplingParams.temperature(1f), SamplingParams.temperature(0.8f).withTopK(7),
+            SamplingParams.temperature(1.2f).withTopP(0.9f), SamplingParams.temperature(1f).withTopP(0.999f),
+            SamplingParams.temperature(1f).withMinP(0.05f), SamplingParams.greedy(),
+            new SamplingParams(0.9f, 40, 0.95f, 0.01f)};
+        SamplingParams[] params = new SamplingParams[rows];
+        long[] keys = new long[rows], steps = new long[rows];
+        for (int r = 0; r < rows; r++) {
+            params[r] = menu[rnd.nextInt(menu.length)];
+            keys[r] = rnd.nextLong();
+            steps[r] = rnd.nextInt() & 0xffffffffL;
+        }
+        long s = rnd.nextLong();
+        Kernels.setThreads(1);
+        int[] base = Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null).tokens();
+        Kernels.setThreads(2);
+        assertArrayEquals(base, Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null).tokens(), "1 vs 2 threads");
+        Kernels.setThreads(5);
+        assertArrayEquals(base, Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null).tokens(), "1 vs 5 threads");
+        Kernels.forceScalarCpu(true);
+        assertArrayEquals(base, Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null).tokens(),
+                "AVX2 vs portable path");
+        Kernels.forceScalarCpu(false);
+
+        // reversed row order (each row keeps its logits, parameters, key and step)
+        int[] perm = new int[rows];
+        for (int i = 0; i < rows; i++) perm[i] = rows - 1 - i;
+        for (int i = rows - 1; i > 0; i--) {  // and shuffled
+            int j = rnd.nextInt(i + 1), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        float[] xp = new float[x.length];
+        SamplingParams[] pp = new SamplingParams[rows];
+        long[] kp = new long[rows], sp = new long[rows];
+        for (int i = 0; i < rows; i++) {
+            System.arraycopy(x, perm[i] * vocab, xp, i * vocab, vocab);
+            pp[i] = params[perm[i]];
+            kp[i] = keys[perm[i]];
+            sp[i] = steps[perm[i]];
+        }
+        int[] permuted = Sampler.sample(xp, rows, vocab, vocab, pp, s, kp, sp, null).tokens();
+        for (int i = 0; i < rows; i++) assertEquals(base[perm[i]], permuted[i], "row " + perm[i] + " moved to " + i);
+
+        // other batch compositions: each row alone, and a batch of every third row with new neighbours
+        for (int r = 0; r < rows; r += 11) {
+            int[] one = Sampler.sample(Arrays.copyOfRange(x, r * vocab, (r + 1) * vocab), 1, vocab, vocab,
+                    new SamplingParams[] {params[r]}, s, new long[] {keys[r]}, new long[] {steps[r]}, null).tokens();
+            assertEquals(base[r], one[0], "row " + r + " alone");
+        }
+        int m = (rows + 2) / 3 + 5;
+        float[] xb = Logits.random(rnd, m, vocab, vocab, vocab, true);
+        SamplingParams[] pb = new SamplingParams[m];
+        long[] kb = new long[m], sb = new long[m];
+        Arrays.fill(pb, SamplingParams.temperature(1f));
+        for (int i = 0; i < m; i++) {
+            kb[i] = rnd.nextLong();
+            sb[i] = rnd.nextInt(100);
+        }
+        for (int i = 0, r = 0; r < rows; i++, r += 3) {
+            System.arraycopy(x, r * vocab, xb, (i + 5) * vocab, vocab);
+            pb[i + 5] = params[r];
+            kb[i + 5] = keys[r];
+            sb[i + 5] = steps[r];
+        }
+        int[] mixed = Sampler.sample(xb, m, vocab, vocab, pb, s, kb, sb, null).tokens();
+        for (int i = 0, r = 0; r < rows; i++, r += 3) assertEquals(base[r], mixed[i + 5], "row " + r + " in another batch");
+
+        // a different step, key or seed gives a different draw (on rows with real randomness)
+        int changed = 0;
+        long[] steps2 = steps.clone();
+        for (int r = 0; r < rows; r++) steps2[r] = (steps[r] + 1) & 0xffffffffL;
+        int[] next = Sampler.sample(x, rows, vocab, vocab, SamplingParams.temperature(3f), s, keys, steps2, null).tokens();
+        int[] same = Sampler.sample(x, rows, vocab, vocab, SamplingParams.temperature(3f), s, keys, steps, null).tokens();
+        for (int r = 0; r < rows; r++) changed += next[r] != same[r] ? 1 : 0;
+        assertTrue(changed > rows / 4, "the step must change the draw: only " + changed + " of " + rows + " rows changed");
+    }
+
+    @Test
+    void memoryFormEqualsArrayFormAndTakesInt64Tokens() {
+        long seed = Logits.seed();
+        System.out.println("memoryFormEqualsArrayForm seed=" + seed);
+        Random rnd = new Random(seed);
+        int rows = 37, vocab = 1001;
+        float[] x = Logits.random(rnd, rows, vocab, vocab, vocab, true);
+        SamplingParams params = SamplingParams.temperature(0.9f).withTopP(0.95f);
+        SampleResult a = Sampler.sample(x, rows, vocab, params, 17, 3);
+        ByteBuffer tok = Logits.direct(new long[rows]), lps = Logits.directFloats(rows), lp = Logits.directFloats(rows),
+                h = Logits.directFloats(rows);
+        Sampler.sample(Sampler.Batch.of(LogitsView.of(MemRef.of(Logits.direct(x, DType.F32)), DType.F32, rows, vocab),
+                params, 17, 3), new Sampler.Outputs(MemRef.of(tok), DType.I64, MemRef.of(lps), MemRef.of(lp), MemRef.of(h)), 0);
+        long[] t64 = new long[rows];
+        tok.duplicate().order(java.nio.ByteOrder.nativeOrder()).asLongBuffer().get(t64);
+        for (int r = 0; r < rows; r++) assertEquals(a.tokens()[r], t64[r], "row " + r);
+        assertArrayEquals(a.logprobSampled(), Logits.floats(lps, rows));
+        assertArrayEquals(a.logprob(), Logits.floats(lp, rows));
+        assertArrayEquals(a.entropy(), Logits.floats(h, rows));
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Edge cases and errors
+    // ---------------------------------------------------------------------------------------------
+
+    /** The README's example, as written there, and what it promises. */
+    @Test
+    void readmeExampleWorksAsWritten() {
+        float[] logits = {2.0f, 1.0f, 0.5f, -1.0f,    // trajectory 17, its position 5
+                          0.0f, 3.0f, 0.0f, 0.0f};    // trajectory 42, its position 0
+        SampleResult s = Sampler.sample(logits, 2, 4, 4, SamplingParams.temperature(0.8f).withTopP(0.95f),
+                1234L, new long[] {17, 42}, new long[] {5, 0}, null);
+        int[] next = s.tokens();                // one token per row
+        float[] oldLogprob = s.logprob();       // the PPO/GRPO behaviour logprob (tempered, untruncated)
+        float[] entropy = s.entropy();          // what ARPO/AEPO branch on
+
+        float[] lp = new float[2], h = new float[2];
+        TokenStats.forward(logits, 2, 4, next, 0.8f, lp, h);
+        assertArrayEquals(lp, oldLogprob);
+        assertArrayEquals(h, entropy);
+        // the same trajectory at the same position draws the same token in another batch
+        SampleResult alone = Sampler.sample(Arrays.copyOfRange(logits, 4, 8), 1, 4, 4,
+                SamplingParams.temperature(0.8f).withTopP(0.95f), 1234L, new long[] {42}, new long[] {0}, null);
+        assertEquals(next[1], alone.tokens()[0]);
+    }
+
+    @Test
+    void edgeCases() {
+        // vocab 1: always token 0, a point mass
+        SampleResult one = Sampler.sample(new float[] {3f, -1e4f}, 2, 1, SamplingParams.temperature(1f), 5, 0);
+        assertArrayEquals(new int[] {0, 0}, one.tokens());
+        assertArrayEquals(new float[2], one.logprob());
+        assertArrayEquals(new float[2], one.entropy());
+        assertArrayEquals(new float[2], one.logprobSampled());
+        // all -inf but one: that token, whatever the parameters, with logprob 0 and entropy 0
+        float ninf = Float.NEGATIVE_INFINITY;
+        float[] pm = {ninf, ninf, 2f, ninf, ninf};
+        for (SamplingParams p : new SamplingParams[] {SamplingParams.temperature(1f), SamplingParams.temperature(0.1f).withTopK(3),
+            SamplingParams.temperature(2f).withTopP(0.2f).withMinP(0.9f), SamplingParams.greedy()}) {
+            for (long s = 0; s < 20; s++) {
+                SampleResult r = Sampler.sample(pm, 1, 5, p, s, s);
+                assertEquals(2, r.tokens()[0], p + " seed " + s);
+                assertEquals(0f, r.logprob()[0]);
+                assertEquals(0f, r.entropy()[0]);
+                assertEquals(0f, r.logprobSampled()[0]);
+            }
+        }
+        // padding columns [vocabLimit, vocab) are never sampled, even when huge, +inf or NaN
+        float[] pad = {0f, 0f, 0f, 1e30f, Float.POSITIVE_INFINITY, Float.NaN};
+        long[] keys = new long[200], steps = new long[200];
+        float[] many = new float[200 * 6];
+        for (int r = 0; r < 200; r++) {
+            keys[r] = r;
+            System.arraycopy(pad, 0, many, r * 6, 6);
+        }
+        SampleResult pr = Sampler.sample(many, 200, 6, 3, SamplingParams.temperature(1f), 1, keys, steps, null);
+        int[] seen = new int[6];
+        for (int t : pr.tokens()) seen[t]++;
+        assertEquals(0, seen[3] + seen[4] + seen[5], "padding never sampled");
+        assertTrue(seen[0] > 40 && seen[1] > 40 && seen[2] > 40, "uniform over the 3 real tokens: " + Arrays.toString(seen));
+        // masked rows: token -1, zeros, and their (NaN) logits are not an error
+        SampleResult masked = Sampler.sample(new float[] {Float.NaN, 1f, 0f, 1f}, 2, 2, 2, SamplingParams.temperature(1f),
+                3, new long[] {0, 1}, new long[] {0, 0}, new boolean[] {false, true});
+        assertEquals(-1, masked.tokens()[0]);
+        assertEquals(0f, masked.logprob()[0]);
+        assertTrue(masked.tokens()[1] == 0 || masked.tokens()[1] == 1);
+    }
+
+    @Test
+    void rowsWithoutADistributionThrowNamingTheRow() {
+        float[] x = {0f, 1f, 2f, 0f, Float.NaN, 1f, 0f, 1f, 2f};
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> Sampler.sample(x, 3, 3, SamplingParams.temperature(1f), 1, 0));
+        assertTrue(e.getMessage().contains("row 1") && e.getMessage().contains("logits[1, 1] is NaN"), e.getMessage());
+        float ninf = Float.NEGATIVE_INFINITY;
+        e = assertThrows(IllegalArgumentException.class,
+                () -> Sampler.sample(new float[] {0f, 1f, ninf, ninf}, 2, 2, SamplingParams.greedy(), 1, 0));
+        assertTrue(e.getMessage().contains("row 1") && e.getMessage().contains("no finite logit"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class,
+                () -> Sampler.sample(new float[] {0f, Float.POSITIVE_INFINITY}, 1, 2, SamplingParams.temperature(1f), 1, 0));
+        assertTrue(e.getMessage().contains("row 0") && e.getMessage().contains("+inf"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class,
+                () -> Sampler.sample(new float[] {0f, 3e38f}, 1, 2, SamplingParams.temperature(0.01f), 1, 0));
+        assertTrue(e.getMessage().contains("overflow"), e.getMessage());
+        // the memory form names the row too (bf16 NaN in row 2)
+        float[] y = {0f, 1f, 2f, 3f, 4f, 5f, 1f, Float.NaN};
+        ByteBuffer tok = Logits.direct(new int[4]);
+        e = assertThrows(IllegalArgumentException.class, () -> Sampler.sample(
+                Sampler.Batch.of(LogitsView.of(MemRef.of(Logits.direct(y, DType.BF16)), DType.BF16, 4, 2),
+                        SamplingParams.temperature(1f), 1, 0),
+                new Sampler.Outputs(MemRef.of(tok), DType.I32, null, null, null), 0));
+        assertTrue(e.getMessage().contains("row 3"), e.getMessage());
+    }
+
+    @Test
+    void badArgumentsAreRejectedWithTheValue() {
+        float[] x = {0f, 1f, 2f, 3f};
+        assertMessage("temperature", () -> SamplingParams.temperature(-1f));
+        assertMessage("NaN", () -> SamplingParams.temperature(Float.NaN));
+        assertMessage("Infinity", () -> SamplingParams.temperature(Float.POSITIVE_INFINITY));
+        assertMessage("topP", () -> SamplingParams.temperature(1f).withTopP(0f));
+        assertMessage("1.5", () -> SamplingParams.temperature(1f).withTopP(1.5f));
+        assertMessage("minP", () -> SamplingParams.temperature(1f).withMinP(-0.1f));
+        assertMessage("topK", () -> SamplingParams.temperature(1f).withTopK(-1));
+        SamplingParams ok = SamplingParams.temperature(1f);
+        assertMessage("4294967296", () -> Sampler.sample(x, 2, 2, ok, 1, 1L << 32));
+        assertMessage("-1", () -> Sampler.sample(x, 2, 2, ok, 1, -1));
+        assertMessage("logits.length", () -> Sampler.sample(x, 3, 2, ok, 1, 0));
+        assertMessage("vocabLimit", () -> Sampler.sample(x, 2, 2, 3, ok, 1, new long[2], new long[2], null));
+        assertMessage("keys.length", () -> Sampler.sample(x, 2, 2, 2, ok, 1, new long[3], new long[2], null));
+        assertMessage("steps[1]", () -> Sampler.sample(x, 2, 2, 2, ok, 1, new long[2], new long[] {0, 1L << 33}, null));
+        assertMessage("rowParams[1]", () -> Sampler.sample(x, 2, 2, 2, new SamplingParams[] {ok, null}, 1, new long[2],
+                new long[2], null));
+        assertMessage("rowMask.length", () -> Sampler.sample(x, 2, 2, 2, ok, 1, new long[2], new long[2], new boolean[1]));
+        // memory form: sizes, token type, per-row values in host memory named by row
+        LogitsView v = LogitsView.of(MemRef.of(Logits.direct(x, DType.F32)), DType.F32, 2, 2);
+        MemRef tok = MemRef.of(Logits.direct(new int[2]));
+        assertMessage("tokenType", () -> new Sampler.Outputs(tok, DType.F32, null, null, null));
+        assertMessage("tokens needs 16 bytes", () -> Sampler.sample(Sampler.Batch.of(v, ok, 1, 0),
+                new Sampler.Outputs(tok, DType.I64, null, null, null), 0));
+        MemRef temps = MemRef.of(Logits.direct(new float[] {1f, -2f}, DType.F32));
+        assertMessage("row 1: temperature", () -> Sampler.sample(Sampler.Batch.of(v, ok, 1, 0).withRowParams(temps, null, null, null),
+                new Sampler.Outputs(tok, DType.I32, null, null, null), 0));
+        MemRef steps = MemRef.of(Logits.direct(new long[] {0, -5}));
+        assertMessage("steps[1]", () -> Sampler.sample(Sampler.Batch.of(v, ok, 1, 0).withSteps(steps),
+                new Sampler.Outputs(tok, DType.I32, null, null, null), 0));
+        // native code re-checks what it is given (a per-row top-p of 0 in a raw call)
+        assertEquals(ArborCpu.ERR_ARG, ArborCpu.arbor_cpu_sample_f32(x, 2, 2, 2, 2, 1f, null, 0, null, 1f,
+                new float[] {0.5f, 0f}, 0f, null, 1, null, null, 0, null, null, new int[2], ArborCpu.I32, null, null, null, 1));
+    }
+
+    @Test
+    void cudaTokensEqualCpuTokens() {
+        Assumptions.assumeTrue(Backend.CUDA.isAvailable(), "no CUDA here: " + Backend.CUDA.unavailableReason()
+                + " (the GPU check cuda-kernels/gpu-check.sh covers the CUDA kernel)");
+        long seed = Logits.seed();
+        System.out.println("cudaTokensEqualCpuTokens seed=" + seed);
+        Random rnd = new Random(seed);
+        int rows = 64, vocab = 32000;
+        float[] x = Logits.random(rnd, rows, vocab, vocab, vocab, true);
+        for (SamplingParams p : new SamplingParams[] {SamplingParams.temperature(1f), new SamplingParams(0.8f, 50, 0.9f, 0.02f),
+            SamplingParams.greedy()}) {
+            SampleResult cpu = Sampler.sample(x, rows, vocab, p, 42, 7);
+            try (CudaBuffer dx = CudaBuffer.of(x, 0); CudaBuffer tok = CudaBuffer.allocate(4L * rows, 0);
+                 CudaBuffer lp = CudaBuffer.allocate(4L * rows, 0)) {
+                Sampler.sample(Sampler.Batch.of(LogitsView.of(dx.ref(), DType.F32, rows, vocab), p, 42, 7),
+                        new Sampler.Outputs(tok.ref(), DType.I32, null, lp.ref(), null), 0);
+                float[] t = new float[rows], l = new float[rows];
+                tok.copyTo(t);
+                lp.copyTo(l);
+                for (int r = 0; r < rows; r++) {
+                    assertEquals(cpu.tokens()[r], Float.floatToRawIntBits(t[r]), p + " row " + r);
+                    assertEquals(cpu.logprob()[r], l[r], 1e-4 * (1 + Math.abs(cpu.logprob()[r])), p + " row " + r);
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // helpers
+    // ---------------------------------------------------------------------------------------------
+
+    /** Samples through the memory form with logits of {@code dtype}: {tokens, logprobSampled, logprob, entropy}. */
+    static float[][] sampleMem(float[] x, int rows, int vocab, int stride, int limit, DType dtype, SamplingParams params,
+                               long seed, long[] keys, long[] steps, byte[] mask) {
+        LogitsView view = new LogitsView(MemRef.of(Logits.direct(x, dtype)), dtype, rows, vocab, stride, limit);
+        ByteBuffer tok = Logits.direct(new int[rows]), lps = Logits.directFloats(rows), lp = Logits.directFloats(rows),
+                h = Logits.directFloats(rows);
+        Sampler.Batch b = Sampler.Batch.of(view, params, seed, 0).withKeys(MemRef.of(Logits.direct(keys)))
+                .withSteps(MemRef.of(Logits.direct(steps)));
+        if (mask != null) b = b.withRowMask(MemRef.of(Logits.direct(mask)));
+        Sampler.sample(b, new Sampler.Outputs(MemRef.of(tok), DType.I32, MemRef.of(lps), MemRef.of(lp), MemRef.of(h)), 0);
+        float[] t = new float[rows];
+        for (int r = 0; r < rows; r++) t[r] = tok.duplicate().order(java.nio.ByteOrder.nativeOrder()).getInt(4 * r);
+        return new float[][] {t, Logits.floats(lps, rows), Logits.floats(lp, rows), Logits.floats(h, rows)};
+    }
+
+    /** The exact sampling distribution of each row (double reference). */
+    static double[][] refProbs(float[] x, int rows, int vocab, int limit, SamplingParams p) {
+        double[] xd = new double[x.length];
+        for (int i = 0; i < x.length; i++) xd[i] = x[i];
+        double[] probs = new double[rows * vocab];
+        ArborCpu.arbor_ref_sample_probs(xd, rows, vocab, vocab, limit, p.temperature(), null, p.topK(), null, p.topP(),
+                null, p.minP(), null, null, probs);
+        double[][] out = new double[rows][];
+        for (int r = 0; r < rows; r++) out[r] = Arrays.copyOfRange(probs, r * vocab, r * vocab + limit);
+        return out;
+    }
+
+    static float asSeen(float v, DType t) {
+        if (t == DType.BF16) return ArborCpu.arbor_bf16_to_f32(ArborCpu.arbor_f32_to_bf16(v));
+        if (t == DType.F16) return ArborCpu.arbor_f16_to_f32(ArborCpu.arbor_f32_to_f16(v));
+        return v;
+    }
+
+    static double kthLargest(double[] z, int k) {
+        double[] s = z.clone();
+        Arrays.sort(s);
+        return s[Math.max(0, s.length - k)];
+    }
+
+    /**
+     * False when top-p's or min-p's cut is within 2e-6 of a boundary: there the kernel (z = x·fl(1/T) in
+     * fp32, masses exact in units of 2^-40) and the double reference (x / T) may legitimately disagree
+     * about the last kept value.
+     */
+    static boolean topPBoundaryIsClear(float[] row, SamplingParams p) {
+        if (p.temperature() == 0f) return true;
+        int v = row.length;
+        double[] z = new double[v];
+        double zmax = Double.NEGATIVE_INFINITY;
+        for (int j = 0; j < v; j++) zmax = Math.max(zmax, z[j] = row[j] / (double) p.temperature());
+        if (p.minP() > 0)
+            for (int j = 0; j < v; j++) if (Math.abs(z[j] - zmax - Math.log(p.minP())) < 2e-6 * (1 + Math.abs(z[j]))) return false;
+        if (p.topP() >= 1f) return true;
+        double kth = p.topK() > 0 ? kthLargest(z, Math.min(p.topK(), v)) : Double.NEGATIVE_INFINITY;
+        Integer[] order = new Integer[v];
+        for (int j = 0; j < v; j++) order[j] = j;
+        Arrays.sort(order, (a, b) -> Double.compare(z[b], z[a]));
+        double total = 0;
+        for (int j = 0; j < v; j++)
+            if (z[j] >= kth && !(p.minP() > 0 && z[j] - zmax < Math.log(p.minP()))) total += Math.exp(z[j] - zmax);
+        double cum = 0;
+        for (int i = 0; i < v; i++) {
+            int j = order[i];
+            if (z[j] < kth || (p.minP() > 0 && z[j] - zmax < Math.log(p.minP())) || z[j] == Double.NEGATIVE_INFINITY)
+                continue;
+            cum += Math.exp(z[j] - zmax);
+            if (Math.abs(cum / total - p.topP()) < 2e-6) return false;
+        }
+        return true;
+    }
+
+    static void assertTopPBoundaryIsClear(float[] row, SamplingParams p) {
+        assertTrue(topPBoundaryIsClear(row, p), "test case " + p + " sits on a truncation boundary");
+    }
+
+    static void assertMessage(String fragment, org.junit.jupiter.api.function.Executable call) {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, call);
+        assertTrue(e.getMessage().contains(fragment), "message should name " + fragment + ": " + e.getMessage());
+    }
+
+    /** Upper tail P(X > x) of the chi-square distribution with df degrees of freedom: Q(df/2, x/2). */
+    static double chiSquareSurvival(double x, int df) {
+        if (df <= 0) return 1.0;
+        double a = df / 2.0, z = x / 2.0;
+        if (z <= 0) return 1.0;
+        double lnPre = a * Math.log(z) - z - lnGamma(a);
+        if (z < a + 1) {  // series for P, Q = 1 - P
+            double sum = 1.0 / a, term = sum;
+            for (int n = 1; n < 1000 && Math.abs(term) > 1e-16 * Math.abs(sum); n++) {
+                term *= z / (a + n);
+                sum += term;
+            }
+            return 1.0 - Math.exp(lnPre) * sum;
+        }
+        // continued fraction for Q (modified Lentz)
+        double b = z + 1 - a, c = 1e300, d = 1 / b, h = d;
+        for (int i = 1; i < 1000; i++) {
+            double an = -i * (i - a);
+            b += 2;
+            d = an * d + b;
+            if (Math.abs(d) < 1e-300) d = 1e-300;
+            c = b + an / c;
+            if (Math.abs(c) < 1e-300) c = 1e-300;
+            d = 1 / d;
+            double del = d * c;
+            h *= del;
+            if (Math.abs(del - 1) < 1e-15) break;
+        }
+        return Math.exp(lnPre) * h;
+    }
+
+    static double lnGamma(double x) {  // Lanczos, g = 7
+        double[] g = {0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7};
+        if (x < 0.5) return Math.log(Math.PI / Math.sin(Math.PI * x)) - lnGamma(1 - x);
+        x -= 1;
+        double a = g[0], t = x + 7.5;
+        for (int i = 1; i < 9; i++) a += g[i] / (x + i);
+        return 0.5 * Math.log(2 * Math.PI) + (x + 0.5) * Math.log(t) - t + Math.log(a);
+    }
+
+    @Test
+    void chiSquareTailIsRight() {
+        // known values: P(X > 3.841) = 0.05 for df 1; P(X > 18.307) = 0.05 for df 10; P(X > 29.588) = 0.001 for df 10
+        assertEquals(0.05, chiSquareSurvival(3.841458820694124, 1), 1e-9);
+        assertEquals(0.05, chiSquareSurvival(18.307038053275146, 10), 1e-9);
+        assertEquals(0.001, chiSquareSurvival(29.58829844507442, 10), 1e-9);
+        assertEquals(0.5, chiSquareSurvival(1.3862943611198906, 2), 1e-12);  // df 2: e^{-x/2}
+    }
+}

@@ -115,6 +115,26 @@ public final class AgentLoop {
         return runToEnd(s).thenApply(end -> Trajectory.of(end, 0, 0, pathOf(end.stepCount())));
     }
 
+    /**
+     * A generation from {@code context} that belongs to no path — AEPO's entropy pre-monitoring probe.
+     * Its tokens count in {@code meter}'s cost. Completes exceptionally when generation fails.
+     */
+    public CompletableFuture<Generation> probe(TokenContext context, int maxNewTokens, long seed, CostMeter meter) {
+        if (context == null || meter == null) throw new IllegalArgumentException("context and meter are required");
+        SamplingParams params = baseParams.withMaxNewTokens(Math.max(1, Math.min(maxNewTokens, baseParams.maxNewTokens())));
+        GenerationRequest request = new GenerationRequest(context, params, seed);
+        long t0 = System.nanoTime();
+        CompletableFuture<Generation> gen = generationLimiter == null ? callGenerator(request) : generationLimiter.run(() -> callGenerator(request));
+        return gen.thenApply(g -> {
+            String invalid = validate(g, params.maxNewTokens());
+            if (invalid != null) throw new GenerationException(invalid);
+            meter.generation(g.length(), System.nanoTime() - t0);
+            return g;
+        }).whenComplete((g, e) -> {
+            if (e != null) meter.generationFailed();
+        });
+    }
+
     static int[] pathOf(int steps) {
         int[] p = new int[steps];
         for (int i = 0; i < steps; i++) p[i] = i + 1;

@@ -13,17 +13,20 @@ final class Delimited {
         return text.stripTrailing().endsWith(close);
     }
 
+    /** A block's body, or why there is none. */
+    record Block(String body, String error) {}
+
     /**
-     * The text between the last {@code open} before the last {@code close} and that close, or null when
-     * there is no close, or an error string prefixed with {@code "\0"} when the open is missing. Nested
-     * opens resolve to the innermost (the last one before the close).
+     * The text between the last {@code open} before the last {@code close} and that close; or an error
+     * when the close or the open is missing. Nested opens resolve to the innermost (the last one before
+     * the close).
      */
-    static String lastBlock(String text, String open, String close) {
+    static Block lastBlock(String text, String open, String close) {
         int c = text.lastIndexOf(close);
-        if (c < 0) return null;
-        int o = text.lastIndexOf(open, c - 1);
-        if (o < 0) return "\0found " + close + " without an opening " + open;
-        return text.substring(o + open.length(), c);
+        if (c < 0) return new Block(null, "the turn stopped at " + close + " but it is not in the text");
+        int o = c == 0 ? -1 : text.lastIndexOf(open, c - 1);
+        if (o < 0) return new Block(null, "found " + close + " without an opening " + open);
+        return new Block(text.substring(o + open.length(), c), null);
     }
 
     static String tooLong(int length, int limit) {

@@ -69,10 +69,9 @@ public final class JsonToolCallFormat implements ToolCallFormat {
             if (text.contains(OPEN)) return ParsedTurn.none();   // an unfinished call is not an answer
             return answer.test(text) ? ParsedTurn.answer() : ParsedTurn.none();
         }
-        String body = Delimited.lastBlock(text, OPEN, CLOSE);
-        if (body == null) return ParsedTurn.malformed("the turn stopped at " + CLOSE + " but it is not in the text");
-        if (body.startsWith("\0")) return ParsedTurn.malformed(body.substring(1));
-        body = body.strip();
+        Delimited.Block block = Delimited.lastBlock(text, OPEN, CLOSE);
+        if (block.error() != null) return ParsedTurn.malformed(block.error());
+        String body = block.body().strip();
         if (body.isEmpty()) return ParsedTurn.malformed("empty " + OPEN + " call");
         if (body.length() > maxArgumentChars) return ParsedTurn.malformed(Delimited.tooLong(body.length(), maxArgumentChars));
         JsonNode call;

@@ -64,7 +64,10 @@ public final class TagToolCallFormat implements ToolCallFormat {
 
     /** ARPO / AEPO: {@code <python>}, {@code <search>} → {@code " <result>\n…\n</result>"}. */
     public static TagToolCallFormat arpo() {
-        return new TagToolCallFormat("arpo", Map.of("python", "python", "search", "search"), List.of(),
+        Map<String, String> tags = new LinkedHashMap<>();
+        tags.put("python", "python");
+        tags.put("search", "search");
+        return new TagToolCallFormat("arpo", tags, List.of(),
                 " <result>\n{output}\n</result>", null, Answers.BOXED_OR_TAG, 1 << 20);
     }
 
@@ -89,21 +92,20 @@ public final class TagToolCallFormat implements ToolCallFormat {
         if (text == null) text = "";
         // The call that ended the turn: the closing tag that was the stop (or that ends the text).
         String tag = null;
-        int best = -1;
+        int best = Integer.MIN_VALUE;
         for (String t : tagToTool.keySet()) {
             String close = "</" + t + ">";
             if (!Delimited.endsAt(text, matchedStop, close)) continue;
             int at = text.lastIndexOf(close);
-            if (at > best) {
+            if (tag == null || at > best) {
                 best = at;
                 tag = t;
             }
         }
         if (tag != null) {
-            String body = Delimited.lastBlock(text, "<" + tag + ">", "</" + tag + ">");
-            if (body == null) return ParsedTurn.malformed("the turn stopped at </" + tag + "> but it is not in the text");
-            if (body.startsWith("\0")) return ParsedTurn.malformed(body.substring(1));
-            String args = body.strip();
+            Delimited.Block block = Delimited.lastBlock(text, "<" + tag + ">", "</" + tag + ">");
+            if (block.error() != null) return ParsedTurn.malformed(block.error());
+            String args = block.body().strip();
             if (args.isEmpty()) return ParsedTurn.malformed("empty <" + tag + "> call");
             if (args.length() > maxArgumentChars) return ParsedTurn.malformed(Delimited.tooLong(args.length(), maxArgumentChars));
             return ParsedTurn.call(tagToTool.get(tag), args);

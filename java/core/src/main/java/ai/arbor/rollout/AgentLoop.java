@@ -111,7 +111,12 @@ public final class AgentLoop {
 
     /** One trajectory from {@code prompt} to the end (sample 0 of tree 0; node path = its steps). */
     public CompletableFuture<Trajectory> run(Prompt prompt, long seed) {
-        AgentState s = start(prompt, null, seed, null);
+        return run(prompt, null, seed, null);
+    }
+
+    /** One trajectory to the end, its cost going to {@code meter} (e.g. a strategy's {@link RolloutContext#meter()}). */
+    public CompletableFuture<Trajectory> run(Prompt prompt, TokenContext promptContext, long seed, CostMeter meter) {
+        AgentState s = start(prompt, promptContext, seed, meter);
         return runToEnd(s).thenApply(end -> Trajectory.of(end, 0, 0, pathOf(end.stepCount())));
     }
 

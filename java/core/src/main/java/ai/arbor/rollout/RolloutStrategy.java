@@ -8,10 +8,13 @@ import java.util.concurrent.CompletableFuture;
  * derives every seed from {@link RolloutContext#seed()}, and makes its random decisions in a fixed
  * order, so a deterministic generator gives the same result on every run.
  */
+@FunctionalInterface
 public interface RolloutStrategy<G extends GroupRollout> {
 
     /** Name for logs and metrics. */
-    String name();
+    default String name() {
+        return getClass().getSimpleName();
+    }
 
     /** Rolls out one prompt. */
     CompletableFuture<G> rollout(Prompt prompt, RolloutContext context);

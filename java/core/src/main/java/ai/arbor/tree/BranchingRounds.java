@@ -52,6 +52,7 @@ final class BranchingRounds {
     private final Random rnd;
     private final List<Path> paths = new ArrayList<>();
     private final List<Decision> decisions = new ArrayList<>();
+    private final List<Integer> roundNewPaths = new ArrayList<>();
     private int promptConsecutive;
     private int missingEntropy;
     private int fresh;
@@ -76,6 +77,7 @@ final class BranchingRounds {
             info.put("freshPaths", fresh);
             info.put("decisions", List.copyOf(decisions));
             info.put("stepsWithoutEntropy", missingEntropy);
+            info.put("roundNewPaths", List.copyOf(roundNewPaths));
             return new TreeGroup(tree.prompt(), out, ctx.meter().cost(), List.of(tree), info);
         });
     }
@@ -130,6 +132,7 @@ final class BranchingRounds {
                 }
             }
             boolean anyNew = false;
+            int pathsBefore = paths.size();
             for (int e = 0; e < events.size(); e++) {
                 Path p = events.get(e);
                 int l = !s.penalizeConsecutive() ? 0 : s.scope() == ConsecutiveScope.PROMPT ? promptConsecutive : p.consecutive;
@@ -164,6 +167,7 @@ final class BranchingRounds {
                     anyNew = true;
                 }
             }
+            roundNewPaths.add(paths.size() - pathsBefore);
             promptConsecutive = anyNew ? promptConsecutive + 1 : 0;
             return round(round + 1);
         });

@@ -62,8 +62,11 @@ public final class TreeGrpoRollout implements RolloutStrategy<TreeGroup> {
         }
     }
 
-    /** An expansion that was made: iteration, tree, chosen node id, and how many candidates there were. */
-    public record Expansion(int iteration, int tree, int node, int candidates) {}
+    /**
+     * An expansion that was made: iteration, tree, chosen node id, how many candidates there were, and
+     * how many nodes the tree had when the iteration started (node ids below it existed then).
+     */
+    public record Expansion(int iteration, int tree, int node, int candidates, int nodesAtStart) {}
 
     private final Config config;
 
@@ -129,10 +132,11 @@ public final class TreeGrpoRollout implements RolloutStrategy<TreeGroup> {
         List<RolloutTree> owners = new ArrayList<>();
         for (RolloutTree t : trees) {
             List<TreeNode> candidates = t.expansionCandidates();
+            int nodesAtStart = t.nodes().size();
             for (TreeNode p : chooseExpansionPoints(candidates, config.n, rnd)) {
                 points.add(p);
                 owners.add(t);
-                expansions.add(new Expansion(iteration, t.index(), p.id(), candidates.size()));
+                expansions.add(new Expansion(iteration, t.index(), p.id(), candidates.size(), nodesAtStart));
             }
         }
         List<CompletableFuture<List<AgentState>>> runs = new ArrayList<>();

@@ -44,6 +44,10 @@ static const float EXP_LO = -87.3365447505531f;
 namespace scalar {
 #include "vec_scalar.inc"
 #include "row_kernels.inc"
+
+#include "policy_loss_rows.inc"
+
+#include "sampling_rows.inc"
 }  // namespace scalar
 
 #pragma GCC push_options
@@ -51,6 +55,10 @@ namespace scalar {
 namespace avx2 {
 #include "vec_avx2.inc"
 #include "row_kernels.inc"
+
+#include "policy_loss_rows.inc"
+
+#include "sampling_rows.inc"
 }  // namespace avx2
 #pragma GCC pop_options
 

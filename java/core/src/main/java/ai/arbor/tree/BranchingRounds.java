@@ -32,16 +32,20 @@ final class BranchingRounds {
 
     private static final class Path {
         final int index;
+        final TreeNode forkedAt;
+        final boolean branch;
         AgentState state;
         TreeNode node;
         TreeNode previous;
         double initialEntropy = Double.NaN;
         int consecutive;
 
-        Path(int index, AgentState state, TreeNode node) {
+        Path(int index, AgentState state, TreeNode node, boolean branch) {
             this.index = index;
             this.state = state;
             this.node = node;
+            this.forkedAt = node;
+            this.branch = branch;
         }
     }
 
@@ -83,7 +87,7 @@ final class BranchingRounds {
     }
 
     private Path newPath(TreeNode from, double initialEntropy, int consecutive) {
-        Path p = new Path(paths.size(), loop.fork(from.state(), ctx.pathSeed(paths.size())), from);
+        Path p = new Path(paths.size(), loop.fork(from.state(), ctx.pathSeed(paths.size())), from, !from.isRoot());
         p.initialEntropy = initialEntropy;
         p.consecutive = consecutive;
         paths.add(p);
@@ -125,7 +129,9 @@ final class BranchingRounds {
                         deltas.add(dH);
                         points.add(p.node);
                     }
-                } else if (step.postTool()) {
+                } else if (step.postTool() && !(p.branch && p.previous == p.forkedAt)) {
+                    // A branch's own first step does not decide again at the point it was branched from
+                    // (the decision there was already taken); its later tool calls are new events.
                     events.add(p);
                     deltas.add(dH);
                     points.add(p.previous);

@@ -8,7 +8,8 @@ public enum EntropyTiming {
      * Paper (and ALGORITHMS.md §4): after the tool call, the first k tokens generated after the
      * observation are measured; the decision to branch from the point after the observation is taken
      * once they exist. Here the continuing path's own next step is the probe, so no tokens are spent
-     * twice; the branches are siblings of that step.
+     * twice; the branches are siblings of that step, and a branch's own first step does not decide
+     * again at the point it was branched from (one decision per tool-call point).
      */
     AFTER_OBSERVATION,
     /**

@@ -96,6 +96,8 @@ class BranchingRolloutTest {
                     assertEquals(0, g.info().get("stepsWithoutEntropy"));
                     for (int i = 0; i < 16; i++) assertEquals(i, g.trajectories().get(i).sampleIndex());
                     RolloutTree tree = g.trees().get(0);
+                    // one decision per tool-call point: a node has its continuation plus at most Z = 1 branch
+                    for (TreeNode x : tree.nodes()) if (!x.isRoot()) assertTrue(x.children().size() <= 2, "branching cascaded at " + x);
                     for (Trajectory t : g.trajectories()) assertTrue(tree.nodes().stream().anyMatch(x -> x.isLeaf() && java.util.Arrays.equals(x.path(), t.nodePath())));
                     for (BranchingRounds.Decision d : decisions(g)) {
                         assertEquals(dh, d.deltaH(), 1e-5);

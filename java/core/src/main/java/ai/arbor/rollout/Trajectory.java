@@ -107,6 +107,17 @@ public record Trajectory(Prompt prompt, int sampleIndex, int treeIndex, int[] no
         return false;
     }
 
+    /**
+     * What the reward functions read ({@code ai.arbor.reward}): the decoded response with observations,
+     * tool calls and failed calls, the response length (generated + observation tokens) and whether a
+     * limit cut it.
+     */
+    public ai.arbor.reward.TrajectorySummary summary(Tokenizer tokenizer) {
+        int failed = 0;
+        for (ToolCallRecord r : toolCalls) if (r.status().failed()) failed++;
+        return new ai.arbor.reward.TrajectorySummary(responseText(tokenizer), toolCalls.size(), failed, length(), termination.truncated());
+    }
+
     /** The decoded response (special tokens skipped). */
     public String responseText(Tokenizer tokenizer) {
         return tokenizer.decode(tokens);

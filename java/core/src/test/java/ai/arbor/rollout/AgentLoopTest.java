@@ -108,6 +108,8 @@ class AgentLoopTest {
         Trajectory t = loop.run(prompt("Q\n"), 1).join();
         assertEquals(Termination.MAX_TOOL_CALLS, t.termination());
         assertEquals(2, t.toolCalls().size());
+        ai.arbor.reward.TrajectorySummary sum = t.summary(TOK);
+        assertEquals(new ai.arbor.reward.TrajectorySummary(t.responseText(TOK), 2, 0, t.length(), true), sum);
         assertFalse(t.toolCalls().get(0).limitReached());
         assertTrue(t.toolCalls().get(1).limitReached());
         AgentStep second = t.steps().get(1);
@@ -189,6 +191,8 @@ class AgentLoopTest {
                 t.toolCalls().stream().map(ToolCallRecord::status).toList());
         assertTrue(t.infrastructureFailure());
         assertTrue(t.allToolCallsFailed());
+        assertEquals(3, t.summary(TOK).toolFailures());
+        assertFalse(t.summary(TOK).truncated());
         assertEquals(" <result>\nZeroDivisionError\n</result>", TOK.decode(t.steps().get(0).observation()));
         assertEquals(" <result>\nError: found </python> without an opening <python>\n</result>", TOK.decode(t.steps().get(2).observation()));
         assertNull(t.toolCalls().get(2).tool());

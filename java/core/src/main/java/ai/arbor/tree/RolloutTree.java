@@ -38,6 +38,7 @@ public final class RolloutTree {
         this.index = index;
         this.prompt = rootState.prompt();
         this.root = new TreeNode(0, null, rootState);
+        root.tree = this;
         nodes.add(root);
     }
 
@@ -69,14 +70,15 @@ public final class RolloutTree {
      * @param state the state after the step; it must extend {@code parent}'s state by exactly one step
      */
     public TreeNode add(TreeNode parent, AgentState state) {
-        if (parent == null || !nodes.contains(parent)) throw new IllegalArgumentException("parent is not a node of this tree");
+        if (parent == null || parent.tree != this) throw new IllegalArgumentException("parent is not a node of this tree");
         if (parent.isLeaf()) throw new IllegalArgumentException("cannot extend a leaf: " + parent);
         if (state.stepCount() != parent.state().stepCount() + 1)
             throw new IllegalArgumentException("state has " + state.stepCount() + " steps; a child of depth " + (parent.depth() + 1) + " needs "
                     + (parent.state().stepCount() + 1));
         if (!state.context().startsWith(parent.state().context()))
             throw new IllegalArgumentException("state does not continue parent's context");
-        TreeNode n = new TreeNode(nodes.size(), parent, state);
+        TreeNode n = new TreeNode(generatedNodes + 1, parent, state);
+        n.tree = this;
         parent.children.add(n);
         nodes.add(n);
         generatedNodes++;
@@ -111,9 +113,10 @@ public final class RolloutTree {
     public void retainLeaves(List<TreeNode> keep) {
         Set<TreeNode> alive = new HashSet<>();
         for (TreeNode leaf : keep) {
-            if (!leaf.isLeaf() || !nodes.contains(leaf)) throw new IllegalArgumentException("not a leaf of this tree: " + leaf);
+            if (!leaf.isLeaf() || leaf.tree != this) throw new IllegalArgumentException("not a leaf of this tree: " + leaf);
             for (TreeNode n = leaf; n != null; n = n.parent()) alive.add(n);
         }
+        for (TreeNode n : nodes) if (!alive.contains(n)) n.tree = null;
         nodes.removeIf(n -> !alive.contains(n));
         for (TreeNode n : nodes) n.children.removeIf(c -> !alive.contains(c));
     }

@@ -16,6 +16,7 @@ public final class TreeNode {
     private final int depth;
     private final AgentState state;
     final List<TreeNode> children = new ArrayList<>();
+    RolloutTree tree;         // the tree holding this node (null once pruned away)
 
     TreeNode(int id, TreeNode parent, AgentState state) {
         this.id = id;

@@ -28,7 +28,7 @@ import java.util.Set;
 public final class HuggingFaceTokenizer implements Tokenizer, AutoCloseable {
     private static final List<String> EOS_GUESSES = List.of("<|endoftext|>", "<|im_end|>", "</s>", "<eos>", "<|eot_id|>");
     private static final List<String> PAD_GUESSES = List.of("<|endoftext|>", "<pad>", "[PAD]", "<|pad|>");
-    private static final List<String> BOS_GUESSES = List.of("<s>", "<bos>", "<|begin_of_text|>", "[CLS]");
+    private static final List<String> BOS_GUESSES = List.of("<s>", "<bos>", "<|begin_of_text|>");
 
     private final ai.djl.huggingface.tokenizers.HuggingFaceTokenizer djl;
     private final int vocabSize;

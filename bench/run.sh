@@ -6,7 +6,13 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-mvn -B -q -ntp -DskipTests package -pl bench -am >&2
+# Recompile the JNI libraries only when a native source is newer than them.
+skip=""
+lib=bindings/target/classes/ai/arbor/bindings/linux-x86_64/libjniArborCpu.so
+if [ -f "$lib" ] && [ -z "$(find native cuda-kernels bindings/src -newer "$lib" -type f -print -quit)" ]; then
+  skip="-Djavacpp.skip=true"
+fi
+mvn -B -q -ntp -DskipTests $skip package -pl bench -am >&2
 main=org.openjdk.jmh.Main
 if [ "${1:-}" = "--main" ]; then main="$2"; shift 2; fi
 exec java -Dorg.bytedeco.javacpp.maxPhysicalBytes=0 ${ARBOR_JAVA_OPTS:-} \

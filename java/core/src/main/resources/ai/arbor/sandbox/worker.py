@@ -1,0 +1,364 @@
+# Arbor sandbox worker: one stateful CPython interpreter that runs model-written cells like a notebook
+# kernel. Started by ai.arbor.sandbox.Worker (python3 -I -c <this file>) inside the jail; see
+# docs/sandbox.md for the protocol. Everything this process writes is untrusted by the Java side, which
+# validates the framing and kills the process on garbage, EOF or a missed deadline.
+#
+# Channels:
+#   fd 0 (moved to a private close-on-exec fd at start, fd 0 becomes /dev/null): requests from Java.
+#     first line: JSON configuration; then per cell: "X <nonce> <timeout_ms> <code_len> <stdin_len>\n"
+#     followed by code_len bytes of UTF-8 code and stdin_len bytes given to sys.stdin.
+#   fd 1 / fd 2: the cell's stdout / stderr, raw (so subprocesses and C extensions are captured too).
+#     A cell ends with "\x1eARBOR:<nonce>:end\n" on fd 2, then "\x1eARBOR:<nonce>:<status>[ <ename>]\n"
+#     on fd 1. The nonce is fresh per cell, so model code cannot forge an end frame by accident.
+# All state lives inside _main() so that user code, which runs in its own __main__ module, does not
+# see (or clobber) the worker's names by accident.
+
+
+def _main():
+    import os, sys
+
+    # Bind what the protocol needs before any user code can patch the modules.
+    _read, _write, _dup, _dup2, _close, _open = os.read, os.write, os.dup, os.dup2, os.close, os.open
+    _getpid, _kill, _exit = os.getpid, os.kill, os._exit
+    import fcntl, json, io, ast, signal, types, builtins, traceback, linecache, resource
+
+    def protocol_fd(fd):
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+
+    REQ = protocol_fd(0)
+    OUT = protocol_fd(1)
+    ERR = protocol_fd(2)
+    NULL = _open('/dev/null', os.O_RDWR | os.O_CLOEXEC)
+    _dup2(NULL, 0)
+    MAIN_PID = _getpid()
+
+    inbuf = bytearray()
+
+    def read_line(limit):
+        while True:
+            i = inbuf.find(b'\n')
+            if i >= 0:
+                line = bytes(inbuf[:i])
+                del inbuf[:i + 1]
+                return line
+            if len(inbuf) > limit:
+                _exit(65)
+            chunk = _read(REQ, 65536)
+            if not chunk:
+                _exit(0)  # Java closed the channel: shut down quietly
+            inbuf.extend(chunk)
+
+    def read_exact(n):
+        while len(inbuf) < n:
+            chunk = _read(REQ, max(65536, n - len(inbuf)))
+            if not chunk:
+                _exit(0)
+            inbuf.extend(chunk)
+        data = bytes(inbuf[:n])
+        del inbuf[:n]
+        return data
+
+    def write_all(fd, data):
+        view = memoryview(data)
+        while view:
+            n = _write(fd, view)
+            view = view[n:]
+
+    cfg = json.loads(read_line(1 << 20))
+
+    # Resource limits: set by the worker on itself before any user code runs; inherited by children.
+    def limit(res, value):
+        if value and value > 0:
+            hard = resource.getrlimit(res)[1]
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(res, (value, value))
+    limit(resource.RLIMIT_AS, cfg.get('rlimit_as'))
+    limit(resource.RLIMIT_NPROC, cfg.get('rlimit_nproc'))
+    limit(resource.RLIMIT_NOFILE, cfg.get('rlimit_nofile'))
+    limit(resource.RLIMIT_FSIZE, cfg.get('rlimit_fsize'))
+    limit(resource.RLIMIT_CPU, cfg.get('rlimit_cpu'))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if cfg.get('subreaper'):
+        # Fallback mode (no pid namespace): orphans of the model's code re-parent to this process, so
+        # Java can find and kill them as descendants of the worker.
+        try:
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        except Exception:
+            pass
+    if hasattr(sys, 'set_int_max_str_digits'):
+        sys.set_int_max_str_digits(int(cfg.get('int_max_str_digits', 0)))
+    for name in cfg.get('preimport', []):
+        __import__(name)
+
+    output_limit = int(cfg.get('max_output_bytes', 1 << 20))
+    kill_strays = bool(cfg.get('kill_strays'))
+
+    class OutputLimitExceeded(BaseException):
+        """Raised into the cell when it printed more than the output limit (a BaseException so that a
+        plain `except Exception` in model code does not swallow it)."""
+
+    class SoftTimeout(BaseException):
+        """Raised into the cell by SIGALRM when the soft time limit passes."""
+
+    budget = {'left': output_limit, 'exceeded': False}
+
+    class RawWriter(io.RawIOBase):
+        """sys.stdout.buffer: bytes straight to the fd, counted against the output budget."""
+
+        def __init__(self, fd):
+            self._fd = fd
+
+        def writable(self):
+            return True
+
+        def fileno(self):
+            return self._fd
+
+        def write(self, b):
+            data = bytes(b)
+            n = charge(len(data))
+            write_all(self._fd, data[:n])
+            if n < len(data):
+                raise OutputLimitExceeded('output limit of %d bytes exceeded' % output_limit)
+            return len(data)
+
+    def charge(n):
+        left = budget['left']
+        if n <= left:
+            budget['left'] = left - n
+            return n
+        budget['left'] = 0
+        budget['exceeded'] = True
+        return left
+
+    class Writer(io.TextIOBase):
+        """sys.stdout / sys.stderr: UTF-8 (lone surrogates passed through; Java replaces them), buffered
+        until 64 KiB or the end of the cell, counted against the output budget."""
+
+        def __init__(self, fd, name):
+            self._fd = fd
+            self._name = name
+            self._parts = []
+            self._size = 0
+            self.buffer = RawWriter(fd)
+
+        encoding = 'utf-8'
+        errors = 'surrogatepass'
+
+        @property
+        def name(self):
+            return self._name
+
+        def writable(self):
+            return True
+
+        def isatty(self):
+            return False
+
+        def fileno(self):
+            return self._fd
+
+        def write(self, s):
+            if not isinstance(s, str):
+                raise TypeError('write() argument must be str, not %s' % type(s).__name__)
+            data = s.encode('utf-8', 'surrogatepass')
+            n = charge(len(data))
+            if n:
+                self._parts.append(data[:n] if n < len(data) else data)
+                self._size += n
+                if self._size >= 65536:
+                    self.flush()
+            if n < len(data):
+                self.flush()
+                raise OutputLimitExceeded('output limit of %d bytes exceeded' % output_limit)
+            return len(s)
+
+        def flush(self):
+            if self._parts:
+                data = b''.join(self._parts)
+                self._parts = []
+                self._size = 0
+                write_all(self._fd, data)
+
+        def discard(self):
+            self._parts = []
+            self._size = 0
+
+    streams = {}
+
+    def flush_streams():
+        for w in list(streams.values()):
+            try:
+                w.flush()
+            except Exception:
+                w.discard()
+
+    # Flush before fork so a child does not inherit (and later repeat) the parent's buffered output.
+    os.register_at_fork(before=flush_streams)
+
+    state = {'in_user': False}
+
+    def on_alarm(signum, frame):
+        if state['in_user']:
+            raise SoftTimeout()
+
+    user_main = types.ModuleType('__main__')
+    user_main.__dict__['__builtins__'] = builtins
+    sys.modules['__main__'] = user_main
+    ns = user_main.__dict__
+    _repr = builtins.repr
+    null_stdin = io.TextIOWrapper(io.BytesIO(b''), encoding='utf-8')
+    cell_no = [0]
+
+    def user_frames(tb, filename):
+        while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+            tb = tb.tb_next
+        return tb
+
+    def to_stderr(err, text):
+        # The cell may have closed or redirected fd 2: fall back to the private copy.
+        try:
+            err.flush()
+        except Exception:
+            err.discard()
+        data = text.encode('utf-8', 'backslashreplace')
+        try:
+            write_all(2, data)
+        except OSError:
+            write_all(ERR, data)
+
+    def print_exception(err, e, filename):
+        try:
+            if isinstance(e, SyntaxError):
+                lines = traceback.format_exception_only(type(e), e)
+            else:
+                lines = traceback.format_exception(type(e), e, user_frames(e.__traceback__, filename))
+            text = ''.join(lines)
+        except BaseException:
+            text = '%s (traceback unavailable)\n' % type(e).__name__
+        to_stderr(err, text)
+
+    def run_cell(code, timeout_s, stdin_bytes):
+        """Runs one cell; returns (status, exception type name)."""
+        cell_no[0] += 1
+        filename = '<cell-%d>' % cell_no[0]
+        out = Writer(1, '<stdout>')
+        err = Writer(2, '<stderr>')
+        streams['out'], streams['err'] = out, err
+        sys.stdout, sys.stderr = out, err
+        sys.__stdout__, sys.__stderr__ = out, err
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin_bytes), encoding='utf-8') if stdin_bytes else null_stdin
+        signal.signal(signal.SIGALRM, on_alarm)
+        budget['left'] = output_limit
+        budget['exceeded'] = False
+        status, ename = 'ok', ''
+        try:
+            try:
+                linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+                tree = ast.parse(code, filename, 'exec')
+                last = None
+                if tree.body and isinstance(tree.body[-1], ast.Expr):
+                    last = ast.Expression(tree.body.pop().value)
+                body = compile(tree, filename, 'exec')
+                shown = compile(last, filename, 'eval') if last is not None else None
+                state['in_user'] = True
+                signal.setitimer(signal.ITIMER_REAL, timeout_s)
+                exec(body, ns)
+                if shown is not None:
+                    value = eval(shown, ns)
+                    if value is not None:
+                        ns['_'] = value
+                        out.write(_repr(value) + '\n')
+            finally:
+                state['in_user'] = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except SoftTimeout:
+            status, ename = 'timeout', 'TimeoutError'
+            to_stderr(err, 'TimeoutError: the cell exceeded the time limit of %g s and was interrupted; '
+                           'variables are kept\n' % timeout_s)
+        except OutputLimitExceeded:
+            status, ename = 'output_limit', 'OutputLimitExceeded'
+        except MemoryError as e:
+            status, ename = 'memory', 'MemoryError'
+            print_exception(err, e, filename)
+        except SystemExit as e:
+            if e.code is None or e.code == 0:
+                status = 'ok'
+            else:
+                status, ename = 'error', 'SystemExit'
+                to_stderr(err, 'SystemExit: %s\n' % (e.code,))
+        except BaseException as e:
+            status, ename = 'error', type(e).__name__
+            print_exception(err, e, filename)
+        if budget['exceeded'] and status in ('ok', 'error', 'output_limit'):
+            status, ename = 'output_limit', 'OutputLimitExceeded'
+            to_stderr(err, 'OutputLimitExceeded: the cell wrote more than %d bytes of output; the rest was '
+                           'dropped, variables are kept\n' % output_limit)
+        return status, ename
+
+    signal.signal(signal.SIGALRM, on_alarm)
+
+    def reap_children():
+        # Killed children of the worker stay zombies (and count against the process limit) until waited
+        # for; orphans are reaped by the jail's init. Bounded: never blocks the protocol for long.
+        import time
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                time.sleep(0.001)
+
+    def frame(nonce, word):
+        return b'\x1eARBOR:' + nonce + b':' + word + b'\n'
+
+    write_all(ERR, frame(cfg['nonce'].encode(), b'end'))
+    write_all(OUT, frame(cfg['nonce'].encode(), b'ready'))
+
+    _booting[0] = False
+    while True:
+        header = read_line(256).split(b' ')
+        if len(header) != 5 or header[0] != b'X':
+            _exit(65)
+        nonce = header[1]
+        timeout_s = int(header[2]) / 1000.0
+        code_len, stdin_len = int(header[3]), int(header[4])
+        code = read_exact(code_len).decode('utf-8', 'replace')
+        stdin_bytes = read_exact(stdin_len)
+        _dup2(OUT, 1)
+        _dup2(ERR, 2)
+        _dup2(NULL, 0)
+        status, ename = run_cell(code, timeout_s, stdin_bytes)
+        if _getpid() != MAIN_PID:
+            # A child forked by the cell has finished it: it must not speak the protocol.
+            flush_streams()
+            _exit(0)
+        flush_streams()
+        if kill_strays:
+            # Jail mode only (own pid namespace): end every process the cell left behind; threads of this
+            # interpreter are kept.
+            try:
+                _kill(-1, signal.SIGKILL)
+                reap_children()
+            except OSError:
+                pass
+        tail = status.encode() + ((b' ' + ename.encode('ascii', 'replace')[:100]) if ename else b'')
+        write_all(ERR, frame(nonce, b'end'))
+        write_all(OUT, frame(nonce, tail))
+
+
+_booting = [True]
+try:
+    _main()
+except BaseException:
+    import os as _os
+    if _booting[0]:  # configuration or pre-import failure: tell Java why (it shows the text)
+        import traceback as _tb
+        _tb.print_exc()
+        _os._exit(71)
+    # The worker's own machinery failed (e.g. model code closed a protocol fd): die; Java respawns.
+    _os._exit(70)

@@ -1,0 +1,59 @@
+package ai.arbor.sandbox;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.time.Duration;
+import java.util.Locale;
+import org.junit.jupiter.api.Assumptions;
+
+/**
+ * Shared set-up of the sandbox tests. {@code -Darbor.sandbox.isolation=auto|jail|rlimits} chooses the
+ * isolation the tests request (default auto); tests that need the jail skip, with the reason, under the
+ * fallback.
+ */
+final class SandboxTests {
+    private SandboxTests() {}
+
+    /** Same convention as the kernels' Logits.seed() (package-private there): -Darbor.seed or the clock. */
+    static long seed() {
+        String s = System.getProperty("arbor.seed");
+        return s != null && !s.isBlank() ? Long.parseLong(s.trim()) : System.nanoTime();
+    }
+
+    static Isolation requested() {
+        String v = System.getProperty("arbor.sandbox.isolation", "auto").trim().toLowerCase(Locale.ROOT);
+        return switch (v) {
+            case "", "auto" -> Isolation.AUTO;
+            case "jail" -> Isolation.JAIL;
+            case "rlimits", "rlimits_only" -> Isolation.RLIMITS_ONLY;
+            default -> throw new IllegalArgumentException("arbor.sandbox.isolation must be auto, jail or rlimits, got " + v);
+        };
+    }
+
+    /** Short limits so that the timeout and flood cases stay fast. */
+    static PythonSandbox.Builder builder() {
+        return PythonSandbox.builder().isolation(requested()).workers(2).timeout(Duration.ofSeconds(1))
+                .hardTimeoutGrace(Duration.ofSeconds(1)).memoryLimitMb(1024);
+    }
+
+    static void assumeJail(PythonSandbox sandbox) {
+        Assumptions.assumeTrue(sandbox.isolation() == Isolation.JAIL,
+                "needs the bubblewrap jail; this run uses " + sandbox.isolationReport());
+    }
+
+    /** The pool still serves a normal request: a fresh session computes 6*7. */
+    static void assertServes(PythonSandbox sandbox) {
+        try (PythonSession s = sandbox.openSession(Duration.ofSeconds(30))) {
+            ExecResult r = s.execute("x = 6*7\nx");
+            assertEquals(ExecStatus.OK, r.status(), () -> "pool no longer serves: " + r);
+            assertEquals("42\n", r.stdout());
+        }
+    }
+
+    /** The same session still works (state may or may not have survived, per the case). */
+    static void assertSessionServes(PythonSession s) {
+        ExecResult r = s.execute("print(6*7)");
+        assertEquals(ExecStatus.OK, r.status(), () -> "session no longer serves: " + r);
+        assertEquals("42\n", r.stdout());
+    }
+}

@@ -322,7 +322,7 @@ public final class AgentLoop {
             int[] marker = tokenizer.encode(TRUNCATION_MARKER);
             int room = max - pre.length - post.length - marker.length;
             if (room > 0) {
-                int[] body = tokenizer.encode(output);
+                int[] body = tokenizer.encode(Delimited.body(output));
                 int keep = Math.min(room, body.length);
                 int[] out = new int[pre.length + keep + marker.length + post.length];
                 System.arraycopy(pre, 0, out, 0, pre.length);

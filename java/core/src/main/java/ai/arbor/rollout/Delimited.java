@@ -29,6 +29,17 @@ final class Delimited {
         return new Block(text.substring(o + open.length(), c), null);
     }
 
+    /**
+     * Tool output as it goes between delimiters: trailing line breaks removed (a program's output ends
+     * with one, and the frame adds its own before the closing delimiter); everything else kept.
+     */
+    static String body(String output) {
+        if (output == null) return "";
+        int end = output.length();
+        while (end > 0 && (output.charAt(end - 1) == '\n' || output.charAt(end - 1) == '\r')) end--;
+        return output.substring(0, end);
+    }
+
     static String tooLong(int length, int limit) {
         return "the call's arguments are " + length + " characters, more than the limit of " + limit;
     }

@@ -104,7 +104,7 @@ public final class JsonToolCallFormat implements ToolCallFormat {
 
     @Override
     public String renderObservation(String turnText, String output) {
-        return observationTemplate.replace("{output}", output == null ? "" : output);
+        return observationTemplate.replace("{output}", Delimited.body(output));
     }
 
     @Override

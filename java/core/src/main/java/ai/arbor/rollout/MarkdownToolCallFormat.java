@@ -79,7 +79,7 @@ public final class MarkdownToolCallFormat implements ToolCallFormat {
 
     @Override
     public String renderObservation(String turnText, String output) {
-        String o = output == null ? "" : output;
+        String o = Delimited.body(output);
         String t = turnText == null ? "" : turnText;
         if (t.stripTrailing().endsWith(OUTPUT)) return (t.endsWith("\n") ? "" : "\n") + o + "\n```\n";
         return "\n" + OUTPUT + "\n" + o + "\n```\n";

@@ -115,7 +115,7 @@ public final class TagToolCallFormat implements ToolCallFormat {
 
     @Override
     public String renderObservation(String turnText, String output) {
-        return observationTemplate.replace("{output}", output == null ? "" : output);
+        return observationTemplate.replace("{output}", Delimited.body(output));
     }
 
     @Override

@@ -30,7 +30,10 @@ public interface ToolCallFormat {
      */
     ParsedTurn parse(String turnText, String matchedStop);
 
-    /** Text appended after the turn to show a tool's output (the observation; masked from the loss). */
+    /**
+     * Text appended after the turn to show a tool's output (the observation; masked from the loss).
+     * Trailing line breaks of the output are dropped (the frame supplies its own).
+     */
     String renderObservation(String turnText, String output);
 
     /** Text appended after a malformed call or a failed dispatch (unknown tool). */

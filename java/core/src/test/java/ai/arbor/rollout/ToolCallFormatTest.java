@@ -24,6 +24,7 @@ class ToolCallFormatTest {
         assertEquals(new ToolCall("python", "x = 2**10\nprint(x)"), p.call());
         String obs = f.renderObservation(turn1, "1024");
         assertEquals("\n1024\n```\n", obs);
+        assertEquals(obs, f.renderObservation(turn1, "1024\n"), "a program's trailing newline is not doubled");
         String transcript = turn1 + obs + "So the answer is \\boxed{1024}.";
         assertTrue(transcript.endsWith("```output\n1024\n```\nSo the answer is \\boxed{1024}."));
         assertEquals(ParsedTurn.Kind.ANSWER, f.parse("So the answer is \\boxed{1024}.", null).kind());

@@ -15,8 +15,13 @@ import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.TagToolCallFormat;
 import ai.arbor.rollout.TokenContext;
 import ai.arbor.rollout.ToolProvider;
+import ai.arbor.rollout.ToolSession;
+import ai.arbor.sandbox.PythonSandbox;
+import ai.arbor.sandbox.SandboxSession;
 import ai.arbor.tools.Observation;
+import ai.arbor.tools.PythonTool;
 import ai.arbor.tools.Tool;
+import java.time.Duration;
 import ai.arbor.tree.ChainRollout;
 import ai.arbor.tree.TreeGrpoRollout;
 import java.util.ArrayList;
@@ -42,22 +47,29 @@ import org.openjdk.jmh.annotations.TearDown;
  * arrays returned as completed futures) and an in-process tool, so what is measured is the agent loop,
  * the formats, tokenization of observations, tree bookkeeping, the futures and the tool thread pool.
  * One operation = one rollout of a batch of {@code trajectories} concurrent trajectories, each making
- * {@code calls} tool calls then answering ({@code calls + 1} agent steps). The auxiliary counters report
- * trajectories/s, tool calls/s and agent steps/s; µs per step = 1e6 / steps/s (wall time, all cores).
+ * {@code calls} tool calls then answering ({@code calls + 1} agent steps); the primary score is batches/s.
+ * The auxiliary counters report trajectories/s, tool calls/s, agent steps/s (= generations/s) and
+ * replayed calls/s; µs per step = 1e6 / steps/s (wall time, all cores).
  *
  * <p>{@code tool = sleep1ms}: every call blocks a tool thread for 1 ms (a fast sandbox execution), to
  * show generation and tool calls of many paths overlapping on the 16 tool threads.
  *
+ * <p>{@code tool = sandbox}: the real {@code PythonTool} over the local jailed {@code PythonSandbox}, one
+ * stateful session per path (opened at the path's first call, closed — the worker killed and respawned —
+ * at its end), each call running {@code print(1)}. The pool has {@value #SANDBOX_WORKERS} workers, so at
+ * most 2 prompts (16 paths) are rolled out at once; Tree-GRPO's expansions replay their prefix's calls
+ * into a fresh session (counted in the replay metric, not in tool calls).
+ *
  * <p>Run: {@code bench/run.sh RolloutBench -f 1 -wi 2 -i 3}
  */
 @State(Scope.Benchmark)
-@BenchmarkMode(Mode.AverageTime)
-@OutputTimeUnit(TimeUnit.MILLISECONDS)
+@BenchmarkMode(Mode.Throughput)
+@OutputTimeUnit(TimeUnit.SECONDS)
 public class RolloutBench {
     @Param({"64", "256"})
     public int trajectories;
 
-    @Param({"noop", "sleep1ms"})
+    @Param({"noop", "sleep1ms", "sandbox"})
     public String tool;
 
     @Param({"chains", "tree-grpo"})
@@ -68,7 +80,9 @@ public class RolloutBench {
     public int calls;
 
     static final CharTokenizer TOK = CharTokenizer.ascii();
+    static final int SANDBOX_WORKERS = 16;
     RolloutEngine engine;
+    PythonSandbox sandbox;
     List<Prompt> prompts;
     RolloutStrategy<? extends GroupRollout> rollout;
 
@@ -127,9 +141,19 @@ public class RolloutBench {
                 return Observation.ok("1", null);
             }
         };
+        ToolProvider tools = ToolProvider.shared(t);
+        int promptsInFlight = 0;
+        if (tool.equals("sandbox")) {
+            sandbox = PythonSandbox.builder().workers(SANDBOX_WORKERS).timeout(Duration.ofSeconds(10)).leaseTimeout(Duration.ofMinutes(5)).build();
+            tools = () -> {
+                SandboxSession s = sandbox.openSession();
+                return ToolSession.of(List.of(new PythonTool(s)), true, s);
+            };
+            promptsInFlight = 2;
+        }
         engine = RolloutEngine.builder().generator(new ZeroCostGenerator(calls)).tokenizer(TOK).format(TagToolCallFormat.arpo())
-                .tools(ToolProvider.shared(t)).config(AgentConfig.builder().sampling(SamplingParams.defaults().withMaxNewTokens(128))
-                        .maxTurns(calls + 2).maxToolCalls(calls + 1).build()).toolThreads(16).build();
+                .tools(tools).config(AgentConfig.builder().sampling(SamplingParams.defaults().withMaxNewTokens(128))
+                        .maxTurns(calls + 2).maxToolCalls(calls + 1).build()).toolThreads(16).maxConcurrentPrompts(promptsInFlight).build();
         // groups of 8 (chains) or 2 trees x 3 kept leaves + expansions (Tree-GRPO defaults: 6 per prompt)
         int perPrompt = strategy.equals("chains") ? 8 : 6;
         prompts = new ArrayList<>();
@@ -140,13 +164,14 @@ public class RolloutBench {
     @TearDown(Level.Trial)
     public void tearDown() {
         engine.close();
+        if (sandbox != null) sandbox.close();
     }
 
     /** Per-second rates JMH derives from these totals. */
     @AuxCounters(AuxCounters.Type.OPERATIONS)
     @State(Scope.Thread)
     public static class Counts {
-        public long trajectoriesDone, toolCalls, agentSteps;
+        public long trajectoriesDone, toolCalls, agentSteps, replayedCalls;
     }
 
     @Benchmark
@@ -155,6 +180,7 @@ public class RolloutBench {
         c.trajectoriesDone += b.metrics().trajectories();
         c.toolCalls += b.cost().toolCalls();
         c.agentSteps += b.cost().generations();
+        c.replayedCalls += b.cost().replayedToolCalls();
         return b;
     }
 }

@@ -1,0 +1,82 @@
+package ai.arbor.rollout;
+
+import java.time.Duration;
+
+/**
+ * Limits and sampling of the agent loop (ALGORITHMS.md §4 "Agent loop").
+ *
+ * @param sampling             sampling parameters; {@code maxNewTokens} is the per-turn cap (the format's
+ *                             stop strings are added to its stops)
+ * @param maxTurns             most generations per trajectory; a tool call made on the last turn is not executed
+ * @param maxToolCalls         most tool calls per trajectory (malformed ones count); the last allowed one gets
+ *                             the limit notice, a further one ends the trajectory
+ * @param maxResponseTokens    budget of generated + observation tokens per trajectory (verl's response length)
+ * @param maxObservationTokens longest observation; longer tool output is cut (head kept, marker appended)
+ * @param limitNotice          text appended after the last allowed call's observation (CoRT); null = the
+ *                             format's default ({@code "\nReach max function call limit."}), "" = none
+ * @param toolTimeout          safety net around a tool call (tools enforce their own limits first); a call
+ *                             that exceeds it is an infrastructure failure and the path's session is replaced
+ */
+public record AgentConfig(SamplingParams sampling, int maxTurns, int maxToolCalls, int maxResponseTokens, int maxObservationTokens,
+                          String limitNotice, Duration toolTimeout) {
+    public AgentConfig {
+        if (sampling == null) throw new IllegalArgumentException("sampling must not be null");
+        if (maxTurns < 1) throw new IllegalArgumentException("maxTurns must be >= 1, got " + maxTurns);
+        if (maxToolCalls < 0) throw new IllegalArgumentException("maxToolCalls must be >= 0, got " + maxToolCalls);
+        if (maxResponseTokens < 1) throw new IllegalArgumentException("maxResponseTokens must be >= 1, got " + maxResponseTokens);
+        if (maxObservationTokens < 1) throw new IllegalArgumentException("maxObservationTokens must be >= 1, got " + maxObservationTokens);
+        if (toolTimeout == null || toolTimeout.isNegative() || toolTimeout.isZero())
+            throw new IllegalArgumentException("toolTimeout must be positive, got " + toolTimeout);
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** Builder with defaults: τ=1, 1024 tokens per turn, 8 turns, 8 tool calls, 4096 response tokens, 1024 observation tokens, 120 s tool timeout. */
+    public static final class Builder {
+        private SamplingParams sampling = SamplingParams.defaults();
+        private int maxTurns = 8, maxToolCalls = 8, maxResponseTokens = 4096, maxObservationTokens = 1024;
+        private String limitNotice;
+        private Duration toolTimeout = Duration.ofSeconds(120);
+
+        public Builder sampling(SamplingParams s) {
+            this.sampling = s;
+            return this;
+        }
+
+        public Builder maxTurns(int n) {
+            this.maxTurns = n;
+            return this;
+        }
+
+        public Builder maxToolCalls(int n) {
+            this.maxToolCalls = n;
+            return this;
+        }
+
+        public Builder maxResponseTokens(int n) {
+            this.maxResponseTokens = n;
+            return this;
+        }
+
+        public Builder maxObservationTokens(int n) {
+            this.maxObservationTokens = n;
+            return this;
+        }
+
+        public Builder limitNotice(String s) {
+            this.limitNotice = s;
+            return this;
+        }
+
+        public Builder toolTimeout(Duration d) {
+            this.toolTimeout = d;
+            return this;
+        }
+
+        public AgentConfig build() {
+            return new AgentConfig(sampling, maxTurns, maxToolCalls, maxResponseTokens, maxObservationTokens, limitNotice, toolTimeout);
+        }
+    }
+}

@@ -1,0 +1,194 @@
+package ai.arbor.tree;
+
+import ai.arbor.rollout.AgentState;
+import ai.arbor.rollout.AgentStep;
+import ai.arbor.rollout.Budget;
+import ai.arbor.rollout.Generation;
+import ai.arbor.rollout.Prompt;
+import ai.arbor.rollout.RolloutContext;
+import ai.arbor.rollout.RolloutStrategy;
+import ai.arbor.rollout.Seeds;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * AEPO's dynamic entropy-balanced rollout (ALGORITHMS.md §4; Dong et al. 2025, "Agentic
+ * Entropy-Balanced Policy Optimization"; released code {@code AEPO/.../vllm_rollout_with_tools.py}).
+ *
+ * <ol>
+ *   <li><b>Entropy pre-monitoring.</b> H_root = entropy of the first k tokens of a short generation from
+ *       the prompt ({@code rootProbeTokens}, code 50); H̄_tool = mean step entropy over one full probe
+ *       rollout. The {@code n}-path budget splits into m global samples and n − m branch slots:
+ *       paper m = n·σ(β·(H_root − H̄_tool)); code {@code int(n·σ(0.5·ΔH)) + 1} clipped to [1, n]
+ *       ({@link SplitRule}). The probes' tokens and tool calls count in the cost; their trajectories are
+ *       discarded (as in the code).</li>
+ *   <li><b>Branching with a consecutive-branch penalty</b> (ARPO's rounds, {@link ArpoRollout}): code
+ *       rule (U + 0.2·ΔH)·max(0, 1 − 0.05·l) ≥ 0.5 ({@link BranchRule.AepoCode}), l counted per prompt
+ *       over consecutive rounds with new paths (code) or per path ({@link ConsecutiveScope}).</li>
+ * </ol>
+ * Paper vs code, exposed: {@link SplitRule}; {@link ToolEntropySource} (code averages every probe step,
+ * the first one — before any tool — included; the paper's H̄_tool is the entropy after tool calls);
+ * {@link ConsecutiveScope}; plus ARPO's knobs. Defaults follow the code for the split, rule and scope,
+ * and the paper for the entropy timing.
+ */
+public final class AepoRollout implements RolloutStrategy<TreeGroup> {
+
+    /** How the budget splits into global samples. */
+    public enum SplitRule {
+        /** Released code: m = int(n·σ(β·ΔH)) + 1, clipped to [1, n]. */
+        CODE,
+        /** Paper: m = n·σ(β·ΔH), rounded to the nearest integer and clipped to [1, n]. */
+        PAPER
+    }
+
+    /** Which probe steps H̄_tool averages. */
+    public enum ToolEntropySource {
+        /** Released code: every step of the probe rollout (the first included). */
+        ALL_STEPS,
+        /** Paper: the steps that follow a tool observation (falls back to H_root when the probe made no call). */
+        POST_TOOL_STEPS
+    }
+
+    /**
+     * @param paths                 total trajectories per prompt n
+     * @param branchesPerEvent      Z, new paths per branching event (code {@code beam_size − 1})
+     * @param entropy               how a step's entropy is measured
+     * @param rule                  branching rule (with its consecutive penalty)
+     * @param timing                which step's entropy decides
+     * @param inheritInitialEntropy a branch keeps its source's H_initial
+     * @param freshPerRound         fresh samples per round when no path is active (0 = all at once)
+     * @param scope                 what the consecutive count l counts
+     * @param splitRule             the m formula
+     * @param splitBeta             β of the split (code 0.5)
+     * @param rootProbeTokens       length of the H_root probe generation (code 50)
+     * @param toolEntropySource     which probe steps H̄_tool averages
+     * @param budget                per-prompt cost cap; with it, {@code paths} is only an upper bound
+     */
+    public record Config(int paths, int branchesPerEvent, StepEntropy entropy, BranchRule rule, EntropyTiming timing, boolean inheritInitialEntropy,
+                         int freshPerRound, ConsecutiveScope scope, SplitRule splitRule, double splitBeta, int rootProbeTokens,
+                         ToolEntropySource toolEntropySource, Budget budget) {
+        public Config {
+            if (paths < 1) throw new IllegalArgumentException("paths must be >= 1, got " + paths);
+            if (branchesPerEvent < 0) throw new IllegalArgumentException("branchesPerEvent must be >= 0, got " + branchesPerEvent);
+            if (entropy == null || rule == null || timing == null || scope == null || splitRule == null || toolEntropySource == null)
+                throw new IllegalArgumentException("entropy, rule, timing, scope, splitRule and toolEntropySource are required");
+            if (freshPerRound < 0) throw new IllegalArgumentException("freshPerRound must be >= 0, got " + freshPerRound);
+            if (!Double.isFinite(splitBeta)) throw new IllegalArgumentException("splitBeta must be finite, got " + splitBeta);
+            if (rootProbeTokens < 1) throw new IllegalArgumentException("rootProbeTokens must be >= 1, got " + rootProbeTokens);
+            if (budget == null) budget = Budget.UNLIMITED;
+        }
+
+        /** Released defaults: 16 paths, Z = 1, code entropy / rule / split (β = 0.5) / scope, 50-token root probe. */
+        public static Config defaults() {
+            return new Config(16, 1, StepEntropy.code(), BranchRule.aepoCode(), EntropyTiming.AFTER_OBSERVATION, true, 1, ConsecutiveScope.PROMPT,
+                    SplitRule.CODE, 0.5, 50, ToolEntropySource.ALL_STEPS, Budget.UNLIMITED);
+        }
+
+        public Config withPaths(int n) {
+            return new Config(n, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
+                    rootProbeTokens, toolEntropySource, budget);
+        }
+
+        public Config withRule(BranchRule r) {
+            return new Config(paths, branchesPerEvent, entropy, r, timing, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
+                    rootProbeTokens, toolEntropySource, budget);
+        }
+
+        public Config withScope(ConsecutiveScope sc) {
+            return new Config(paths, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, sc, splitRule, splitBeta,
+                    rootProbeTokens, toolEntropySource, budget);
+        }
+
+        public Config withSplit(SplitRule r, double beta) {
+            return new Config(paths, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope, r, beta,
+                    rootProbeTokens, toolEntropySource, budget);
+        }
+
+        public Config withToolEntropySource(ToolEntropySource src) {
+            return new Config(paths, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
+                    rootProbeTokens, src, budget);
+        }
+
+        public Config withTiming(EntropyTiming t) {
+            return new Config(paths, branchesPerEvent, entropy, rule, t, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
+                    rootProbeTokens, toolEntropySource, budget);
+        }
+
+        public Config withEntropy(StepEntropy e) {
+            return new Config(paths, branchesPerEvent, e, rule, timing, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
+                    rootProbeTokens, toolEntropySource, budget);
+        }
+
+        public Config withBudget(Budget b) {
+            return new Config(paths, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
+                    rootProbeTokens, toolEntropySource, b);
+        }
+    }
+
+    private final Config config;
+
+    public AepoRollout(Config config) {
+        if (config == null) throw new IllegalArgumentException("config must not be null");
+        this.config = config;
+    }
+
+    public AepoRollout() {
+        this(Config.defaults());
+    }
+
+    public Config config() {
+        return config;
+    }
+
+    @Override
+    public String name() {
+        return "aepo(paths=" + config.paths + ", Z=" + config.branchesPerEvent + ")";
+    }
+
+    /**
+     * The number of global samples m for a budget of {@code n} paths and ΔH = H_root − H̄_tool
+     * (ALGORITHMS.md §4).
+     */
+    public static int globalSamples(SplitRule rule, int n, double beta, double deltaH) {
+        if (n < 1) throw new IllegalArgumentException("n must be >= 1, got " + n);
+        double sigma = 1 / (1 + Math.exp(-beta * deltaH));
+        long m = rule == SplitRule.CODE ? (long) Math.floor(n * sigma) + 1 : Math.round(n * sigma);
+        return (int) Math.max(1, Math.min(n, m));
+    }
+
+    @Override
+    public CompletableFuture<TreeGroup> rollout(Prompt prompt, RolloutContext ctx) {
+        int vocab = ctx.loop().tokenizer().vocabSize();
+        CompletableFuture<Double> hRoot = ctx.loop().probe(ctx.promptContext(), config.rootProbeTokens, Seeds.derive(ctx.seed(), 3, 0), ctx.meter())
+                .handle((Generation g, Throwable e) -> {
+                    double h = e == null ? config.entropy.of(g.entropies(), vocab) : Double.NaN;
+                    return Double.isNaN(h) ? 0.0 : h;   // the code's value when no logprobs came back
+                });
+        AgentState probe = ctx.loop().start(prompt, ctx.promptContext(), Seeds.derive(ctx.seed(), 3, 1), ctx.meter());
+        CompletableFuture<List<AgentState>> probeRun = PathRunner.run(ctx.loop(), probe);
+        return hRoot.thenCombine(probeRun, (root, states) -> {
+            double sum = 0;
+            int count = 0;
+            for (AgentStep st : states.isEmpty() ? List.<AgentStep>of() : states.get(states.size() - 1).steps()) {
+                if (config.toolEntropySource == ToolEntropySource.POST_TOOL_STEPS && !st.postTool()) continue;
+                double h = config.entropy.of(st.entropies(), vocab);
+                sum += Double.isNaN(h) ? 0 : h;
+                count++;
+            }
+            double tool = count == 0 ? root : sum / count;
+            return new double[] {root, tool};
+        }).thenCompose(h -> {
+            int m = globalSamples(config.splitRule, config.paths, config.splitBeta, h[0] - h[1]);
+            Map<String, Object> info = new HashMap<>();
+            info.put("hRoot", h[0]);
+            info.put("hTool", h[1]);
+            info.put("globalSamples", m);
+            BranchingRounds.Settings s = new BranchingRounds.Settings(config.paths, config.branchesPerEvent, config.entropy, config.rule,
+                    config.timing, config.inheritInitialEntropy, config.freshPerRound, true, config.scope, config.budget);
+            return new BranchingRounds(s, prompt, ctx, new Random(ctx.strategySeed())).run(m, info);
+        });
+    }
+}

@@ -221,13 +221,13 @@ public final class PolicyLoss {
     /**
      * Per-row inputs in memory, all on the logits' device.
      *
-     * @param labels        {@code rows} labels of {@code labelType} (I32 or I64)
+     * @param labels        {@code rows} labels of {@code labelType} (I32 or I64); not read by {@link #loss}
      * @param oldLogprob    {@code rows} fp32
      * @param advantages    {@code rows} fp32
      * @param mask          {@code rows} fp32 in [0, 1]
      * @param refLogprob    {@code rows} fp32, or null when the KL type is NONE
      * @param seqIds        {@code rows} int32 sequence indices in [0, numSeqs), or null for token-mean
-     * @param numSeqs       bound of the sequence indices (e.g. rows, or the batch size); 0 without seqIds
+     * @param numSeqs       bound of the sequence indices (e.g. the batch size, or rows); 0 without seqIds
      * @param selectEntropy {@code rows} fp32 entropies for AEPO's selection (q &lt; 1), or null
      */
     public record Inputs(MemRef labels, DType labelType, MemRef oldLogprob, MemRef advantages, MemRef mask,
@@ -241,10 +241,27 @@ public final class PolicyLoss {
                                 MemRef refLogprob) {
             return new Inputs(labels, labelType, oldLogprob, advantages, mask, refLogprob, null, 0, null);
         }
+
+        /** The rows [r0, r0 + n) of every per-row input (for row blocks of one batch). */
+        public Inputs rows(long r0, long n) {
+            return new Inputs(slice(labels, labelType == null ? 8 : labelType.bytes(), r0, n), labelType,
+                    slice(oldLogprob, 4, r0, n), slice(advantages, 4, r0, n), slice(mask, 4, r0, n),
+                    slice(refLogprob, 4, r0, n), slice(seqIds, 4, r0, n), numSeqs, slice(selectEntropy, 4, r0, n));
+        }
+
+        private static MemRef slice(MemRef m, long elem, long r0, long n) {
+            return m == null ? null : m.slice(Check.product("row offset", r0, elem), Check.product("rows", n, elem));
+        }
     }
 
     /** Optional per-row fp32 outputs ({@code rows} values each; any may be null). */
-    public record RowOutputs(MemRef logprob, MemRef entropy, MemRef gradLogprob, MemRef gradEntropy) {}
+    public record RowOutputs(MemRef logprob, MemRef entropy, MemRef gradLogprob, MemRef gradEntropy) {
+        /** The rows [r0, r0 + n). */
+        public RowOutputs rows(long r0, long n) {
+            return new RowOutputs(Inputs.slice(logprob, 4, r0, n), Inputs.slice(entropy, 4, r0, n),
+                    Inputs.slice(gradLogprob, 4, r0, n), Inputs.slice(gradEntropy, 4, r0, n));
+        }
+    }
 
     /**
      * Fused forward + backward over logits in memory: writes ∂loss/∂logits into {@code gradLogits}, a
@@ -252,12 +269,13 @@ public final class PolicyLoss {
      * {@code gradRowStride}; it may be the logits' own memory (same dtype and stride: in place).
      * Host memory runs on the CPU kernels ({@link Kernels#threads()} threads); CUDA memory on the
      * CUDA kernels on {@code cudaStream}. The call returns the result, so on CUDA it waits for the
-     * stream (the metrics are copied back). Host inputs are scanned and validated; device inputs
-     * cannot be: there an invalid mask or sequence id makes the loss NaN and a bad label a NaN row.
+     * stream (use the stages {@link #weights} and {@link #forwardBackwardAsync} to stay asynchronous).
+     * Host inputs are scanned and validated; device inputs cannot be: there an invalid mask or
+     * sequence id makes the loss NaN and a bad label a NaN row.
      *
      * @param rowOut    optional per-row outputs, or null
-     * @param workspace {@link #workspaceBytes} bytes on the logits' device, or null to allocate one
-     *                  for the call
+     * @param workspace {@link #workspaceBytes} bytes on the logits' device, 8-byte aligned, or null to
+     *                  allocate one for the call
      */
     public static PolicyLossResult forwardBackward(PolicyLossConfig cfg, LogitsView logits, Inputs in,
                                                    MemRef gradLogits, DType gradType, long gradRowStride,
@@ -267,66 +285,25 @@ public final class PolicyLoss {
         Check.notNull("in", in);
         long rows = logits.rows();
         Device dev = logits.device();
-        checkMemInputs(cfg, in, rows, dev, logits.vocabLimit());
-        Check.notNull("gradType", gradType);
-        if (gradType != DType.F32 && gradType != logits.dtype())
-            throw new IllegalArgumentException("gradType must be F32 or the logits' dtype " + logits.dtype() + ", got " + gradType);
-        if (gradRowStride < logits.vocab())
-            throw new IllegalArgumentException("gradRowStride must be >= vocab (" + logits.vocab() + "), got " + gradRowStride);
-        Check.fits("gradLogits", gradLogits, LogitsView.elements(rows, logits.vocab(), gradRowStride), gradType);
-        if (gradLogits.address() == logits.data().address()
-                && (gradType != logits.dtype() || gradRowStride != logits.rowStride()))
-            throw new IllegalArgumentException("in-place gradient must have the logits' dtype and row stride");
-        RowOutputs ro = rowOut == null ? new RowOutputs(null, null, null, null) : rowOut;
-        Check.fitsOrNull("rowOut.logprob", ro.logprob(), rows, DType.F32);
-        Check.fitsOrNull("rowOut.entropy", ro.entropy(), rows, DType.F32);
-        Check.fitsOrNull("rowOut.gradLogprob", ro.gradLogprob(), rows, DType.F32);
-        Check.fitsOrNull("rowOut.gradEntropy", ro.gradEntropy(), rows, DType.F32);
-        Check.sameDevice(dev, new String[] {"gradLogits", "rowOut.logprob", "rowOut.entropy", "rowOut.gradLogprob",
-                "rowOut.gradEntropy"}, gradLogits, ro.logprob(), ro.entropy(), ro.gradLogprob(), ro.gradEntropy());
         long ns = cfg.agg().needsSequences() ? in.numSeqs() : 0;
         try (Scratch ws = Scratch.of(workspace, rows, ns, dev)) {
             Layout l = ws.layout;
-            long base = ws.ref.address();
-            weightsMem(cfg, in, rows, ns, ws, dev, cudaStream);
+            weights(cfg, rows, in.mask(), in.seqIds(), ns, ws.at(l.weights, 4 * rows), ws.at(l.counts, 32), ws.ref,
+                    cudaStream);
             float thr = Float.NEGATIVE_INFINITY;
-            long sel = 0L;
+            MemRef sel = in.selectEntropy();
             if (cfg.selectsByEntropy()) {
-                sel = in.selectEntropy() != null ? in.selectEntropy().address() : base + l.sel;
-                if (in.selectEntropy() == null)  // the extra statistics pass (entropy only)
-                    TokenStats.forward(logits, null, null, (float) cfg.temperature(), null, null,
-                            ws.ref.slice(l.sel, 4 * rows), null, cudaStream);
-                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), readFloats(sel, rows, dev, cudaStream),
-                        readFloats(in.mask().address(), rows, dev, cudaStream));
-            }
-            long x = logits.data().address(), v = logits.vocab(), s = logits.rowStride(), vl = logits.vocabLimit();
-            long lab = in.labels().address();
-            int lt = in.labelType().code();
-            long old = in.oldLogprob().address(), adv = in.advantages().address(), m = in.mask().address();
-            long w = base + l.weights, ref = cfg.klType() == KlType.NONE ? 0L : addr(in.refLogprob());
-            long lp = addr(ro.logprob()), h = addr(ro.entropy()), glp = addr(ro.gradLogprob()), gh = addr(ro.gradEntropy());
-            long g = gradLogits.address(), sums = base + l.sums;
-            int gt = gradType.code();
-            final long fsel = sel;
-            int rc;
-            try (ArborCpu.PolicyLossParams p = cfg.params(thr)) {
-                if (dev.isCuda()) {
-                    rc = Kernels.onCudaDevice(dev.index(), () -> switch (logits.dtype()) {
-                        case F32 -> ArborCuda.arbor_cuda_policy_loss_fused_f32(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, fsel, lp, h, glp, gh, g, gt, gradRowStride, sums, base, l.nativeBytes, cudaStream);
-                        case BF16 -> ArborCuda.arbor_cuda_policy_loss_fused_bf16(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, fsel, lp, h, glp, gh, g, gt, gradRowStride, sums, base, l.nativeBytes, cudaStream);
-                        default -> ArborCuda.arbor_cuda_policy_loss_fused_f16(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, fsel, lp, h, glp, gh, g, gt, gradRowStride, sums, base, l.nativeBytes, cudaStream);
-                    });
-                } else {
-                    int t = Kernels.threads();
-                    rc = switch (logits.dtype()) {
-                        case F32 -> ArborCpu.arbor_cpu_policy_loss_fused_f32(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, fsel, lp, h, glp, gh, g, gt, gradRowStride, sums, base, l.nativeBytes, t);
-                        case BF16 -> ArborCpu.arbor_cpu_policy_loss_fused_bf16(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, fsel, lp, h, glp, gh, g, gt, gradRowStride, sums, base, l.nativeBytes, t);
-                        default -> ArborCpu.arbor_cpu_policy_loss_fused_f16(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, fsel, lp, h, glp, gh, g, gt, gradRowStride, sums, base, l.nativeBytes, t);
-                    };
+                if (sel == null) {  // the extra statistics pass (entropy only)
+                    sel = ws.at(l.sel, 4 * rows);
+                    TokenStats.forward(logits, null, null, (float) cfg.temperature(), null, null, sel, null, cudaStream);
                 }
+                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), readFloats(sel, rows, cudaStream),
+                        readFloats(in.mask(), rows, cudaStream));
             }
-            Check.keepAlive(logits, in, gradLogits, ro, ws);
-            Kernels.check(rc, "policy loss (fused)");
+            Inputs inSel = new Inputs(in.labels(), in.labelType(), in.oldLogprob(), in.advantages(), in.mask(),
+                    in.refLogprob(), in.seqIds(), in.numSeqs(), sel);
+            forwardBackwardAsync(cfg, thr, logits, inSel, ws.at(l.weights, 4 * rows), gradLogits, gradType,
+                    gradRowStride, rowOut, ws.at(l.sums, 72), ws.ref, cudaStream);
             return ws.result(cfg, thr, cudaStream);
         }
     }
@@ -340,51 +317,187 @@ public final class PolicyLoss {
                                         MemRef gradLogprob, MemRef gradEntropy, MemRef workspace, long cudaStream) {
         Check.notNull("cfg", cfg);
         Check.notNull("in", in);
+        Check.notNull("logprob", logprob);
+        Device dev = logprob.device();
+        long ns = cfg.agg().needsSequences() ? in.numSeqs() : 0;
+        try (Scratch ws = Scratch.of(workspace, rows, ns, dev)) {
+            Layout l = ws.layout;
+            weights(cfg, rows, in.mask(), in.seqIds(), ns, ws.at(l.weights, 4 * rows), ws.at(l.counts, 32), ws.ref,
+                    cudaStream);
+            float thr = Float.NEGATIVE_INFINITY;
+            if (cfg.selectsByEntropy()) {
+                MemRef sel = in.selectEntropy() != null ? in.selectEntropy() : entropy;
+                if (sel == null)
+                    throw new IllegalArgumentException("AEPO with aepoTopEntropyFraction " + cfg.aepoTopEntropyFraction()
+                            + " < 1 needs entropy or selectEntropy");
+                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), readFloats(sel, rows, cudaStream),
+                        readFloats(in.mask(), rows, cudaStream));
+            }
+            lossAsync(cfg, thr, rows, logprob, entropy, in, ws.at(l.weights, 4 * rows), gradLogprob, gradEntropy,
+                    ws.at(l.sums, 72), ws.ref, cudaStream);
+            return ws.result(cfg, thr, cudaStream);
+        }
+    }
+
+    // ---- stages (asynchronous on CUDA; the caller owns every buffer) ------------------------------
+
+    /**
+     * Stage 1, O(T): the aggregation weights w_t of {@link LossAgg} into {@code weightsOut} ({@code rows}
+     * fp32) and the batch counts into {@code countsOut} (4 fp64: N = Σ m, B, F, the normalizer used).
+     * Compute them once per batch, over all its rows, before the loss stages of its row blocks.
+     *
+     * @param seqIds    {@code rows} int32 in [0, numSeqs) (required by the SEQ_MEAN modes, else ignored)
+     * @param workspace at least {@link #workspaceBytes}{@code (rows, numSeqs)} bytes, 8-byte aligned;
+     *                  may be null on the host
+     */
+    public static void weights(PolicyLossConfig cfg, long rows, MemRef mask, MemRef seqIds, long numSeqs,
+                               MemRef weightsOut, MemRef countsOut, MemRef workspace, long cudaStream) {
+        Check.notNull("cfg", cfg);
+        Check.nonNegative("rows", rows);
+        Check.fits("mask", mask, rows, DType.F32);
+        Device dev = mask.device();
+        boolean seq = cfg.agg().needsSequences();
+        long ns = seq ? numSeqs : 0;
+        if (seq) {
+            if (seqIds == null) throw new IllegalArgumentException("seqIds are required for aggregation " + cfg.agg());
+            Check.fits("seqIds", seqIds, rows, DType.I32);
+            if (numSeqs < 1 || numSeqs > Math.max(1, rows))
+                throw new IllegalArgumentException("numSeqs must be in [1, rows = " + rows + "], got " + numSeqs);
+        }
+        Check.fits("weightsOut", weightsOut, rows, DType.F32);
+        Check.fits("countsOut", countsOut, PolicyLossResult.NUM_COUNTS, DType.I64);
+        long need = nativeWorkspace(rows, ns);
+        checkWorkspace(workspace, need, dev);
+        Check.sameDevice(dev, new String[] {"seqIds", "weightsOut", "countsOut"}, seq ? seqIds : null, weightsOut, countsOut);
+        if (!dev.isCuda() && rows > 0) {  // host: scan the values, naming the first bad one
+            int n = Math.toIntExact(rows);
+            ByteBuffer m = host(mask, 4L * n), ids = seq ? host(seqIds, 4L * n) : null;
+            for (int r = 0; r < n; r++) {
+                float v = m.getFloat(4 * r);
+                if (!(v >= 0 && v <= 1))
+                    throw new IllegalArgumentException("mask[" + r + "] = " + v + " is not a finite value in [0, 1]");
+                if (ids != null) {
+                    int id = ids.getInt(4 * r);
+                    if (id >= numSeqs || (id < 0 && v > 0))
+                        throw new IllegalArgumentException("seqIds[" + r + "] = " + id + " (mask " + v
+                                + ") is outside [0, numSeqs = " + numSeqs + ")");
+                }
+            }
+        }
+        long mk = mask.address(), ids = seq ? seqIds.address() : 0L, w = weightsOut.address(), c = countsOut.address();
+        long wsa = addr(workspace), wsb = workspace == null ? 0 : workspace.bytes();
+        int agg = cfg.agg().code();
+        double norm = cfg.aggNormalizer();
+        int rc = dev.isCuda()
+                ? Kernels.onCudaDevice(dev.index(), () -> ArborCuda.arbor_cuda_policy_loss_weights(mk, ids, rows, ns, agg,
+                        norm, w, c, wsa, wsb, cudaStream))
+                : ArborCpu.arbor_cpu_policy_loss_weights(mk, ids, rows, ns, agg, norm, w, c, wsa, wsb, Kernels.threads());
+        Check.keepAlive(mask, seqIds, weightsOut, countsOut, workspace);
+        Kernels.check(rc, "policy loss weights");
+    }
+
+    /**
+     * Stage 2, fused: as {@link #forwardBackward(PolicyLossConfig, LogitsView, Inputs, MemRef, DType, long,
+     * RowOutputs, MemRef, long)} for rows whose weights stage 1 computed, writing the 9 fp64 sums of
+     * these rows into {@code sumsOut} ({@link PolicyLossResult#fromSums}; sums of row blocks add up).
+     * Asynchronous on CUDA.
+     *
+     * @param aepoEntropyThreshold AEPO's selection threshold ({@link #aepoEntropyThreshold}; −∞ = all)
+     * @param weights              {@code rows} fp32 weights of stage 1
+     * @param workspace            at least {@link #workspaceBytes}{@code (rows, 0)} bytes; may be null on the host
+     */
+    public static void forwardBackwardAsync(PolicyLossConfig cfg, float aepoEntropyThreshold, LogitsView logits,
+                                            Inputs in, MemRef weights, MemRef gradLogits, DType gradType,
+                                            long gradRowStride, RowOutputs rowOut, MemRef sumsOut, MemRef workspace,
+                                            long cudaStream) {
+        Check.notNull("cfg", cfg);
+        Check.notNull("logits", logits);
+        Check.notNull("in", in);
+        long rows = logits.rows();
+        Device dev = logits.device();
+        checkStageInputs(cfg, aepoEntropyThreshold, in, rows, dev, logits.vocabLimit(), weights, sumsOut, workspace);
+        Check.notNull("gradType", gradType);
+        if (gradType != DType.F32 && gradType != logits.dtype())
+            throw new IllegalArgumentException("gradType must be F32 or the logits' dtype " + logits.dtype() + ", got " + gradType);
+        if (gradRowStride < logits.vocab())
+            throw new IllegalArgumentException("gradRowStride must be >= vocab (" + logits.vocab() + "), got " + gradRowStride);
+        Check.fits("gradLogits", gradLogits, LogitsView.elements(rows, logits.vocab(), gradRowStride), gradType);
+        if (gradLogits.address() == logits.data().address()
+                && (gradType != logits.dtype() || gradRowStride != logits.rowStride()))
+            throw new IllegalArgumentException("in-place gradient must have the logits' dtype and row stride");
+        RowOutputs ro = checkRowOutputs(rowOut, rows, dev);
+        Check.sameDevice(dev, new String[] {"gradLogits"}, gradLogits);
+        long x = logits.data().address(), v = logits.vocab(), s = logits.rowStride(), vl = logits.vocabLimit();
+        long lab = in.labels().address();
+        int lt = in.labelType().code();
+        long old = in.oldLogprob().address(), adv = in.advantages().address(), m = in.mask().address();
+        long w = weights.address(), ref = cfg.klType() == KlType.NONE ? 0L : addr(in.refLogprob());
+        long sel = cfg.selectsByEntropy() ? addr(in.selectEntropy()) : 0L;
+        long lp = addr(ro.logprob()), h = addr(ro.entropy()), glp = addr(ro.gradLogprob()), gh = addr(ro.gradEntropy());
+        long g = gradLogits.address(), sums = sumsOut.address();
+        long wsa = addr(workspace), wsb = workspace == null ? 0 : workspace.bytes();
+        int gt = gradType.code();
+        int rc;
+        try (ArborCpu.PolicyLossParams p = cfg.params(aepoEntropyThreshold)) {
+            if (dev.isCuda()) {
+                rc = Kernels.onCudaDevice(dev.index(), () -> switch (logits.dtype()) {
+                    case F32 -> ArborCuda.arbor_cuda_policy_loss_fused_f32(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, sel, lp, h, glp, gh, g, gt, gradRowStride, sums, wsa, wsb, cudaStream);
+                    case BF16 -> ArborCuda.arbor_cuda_policy_loss_fused_bf16(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, sel, lp, h, glp, gh, g, gt, gradRowStride, sums, wsa, wsb, cudaStream);
+                    default -> ArborCuda.arbor_cuda_policy_loss_fused_f16(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, sel, lp, h, glp, gh, g, gt, gradRowStride, sums, wsa, wsb, cudaStream);
+                });
+            } else {
+                int t = Kernels.threads();
+                rc = switch (logits.dtype()) {
+                    case F32 -> ArborCpu.arbor_cpu_policy_loss_fused_f32(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, sel, lp, h, glp, gh, g, gt, gradRowStride, sums, wsa, wsb, t);
+                    case BF16 -> ArborCpu.arbor_cpu_policy_loss_fused_bf16(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, sel, lp, h, glp, gh, g, gt, gradRowStride, sums, wsa, wsb, t);
+                    default -> ArborCpu.arbor_cpu_policy_loss_fused_f16(p, x, rows, v, s, vl, lab, lt, old, adv, m, w, ref, sel, lp, h, glp, gh, g, gt, gradRowStride, sums, wsa, wsb, t);
+                };
+            }
+        }
+        Check.keepAlive(logits, in, weights, gradLogits, ro, sumsOut, workspace);
+        Kernels.check(rc, "policy loss (fused)");
+    }
+
+    /**
+     * Stage 2, composable: the O(T) loss over per-row log-probs and entropies (see
+     * {@link #loss(PolicyLossConfig, long, MemRef, MemRef, Inputs, MemRef, MemRef, MemRef, long)}), writing
+     * the per-row upstream gradients and the 9 fp64 sums into {@code sumsOut}. Asynchronous on CUDA.
+     */
+    public static void lossAsync(PolicyLossConfig cfg, float aepoEntropyThreshold, long rows, MemRef logprob,
+                                 MemRef entropy, Inputs in, MemRef weights, MemRef gradLogprob, MemRef gradEntropy,
+                                 MemRef sumsOut, MemRef workspace, long cudaStream) {
+        Check.notNull("cfg", cfg);
+        Check.notNull("in", in);
         Check.nonNegative("rows", rows);
         Check.fits("logprob", logprob, rows, DType.F32);
         Device dev = logprob.device();
-        checkMemInputs(cfg, new Inputs(null, null, in.oldLogprob(), in.advantages(), in.mask(), in.refLogprob(),
-                in.seqIds(), in.numSeqs(), in.selectEntropy()), rows, dev, 0);
+        checkStageInputs(cfg, aepoEntropyThreshold, in, rows, dev, 0, weights, sumsOut, workspace);
         Check.fitsOrNull("entropy", entropy, rows, DType.F32);
         Check.fitsOrNull("gradLogprob", gradLogprob, rows, DType.F32);
         Check.fitsOrNull("gradEntropy", gradEntropy, rows, DType.F32);
         Check.sameDevice(dev, new String[] {"entropy", "gradLogprob", "gradEntropy"}, entropy, gradLogprob, gradEntropy);
         if (entropy == null && cfg.entropyCoef() != 0)
             throw new IllegalArgumentException("entropy is required when entropyCoef != 0 (got " + cfg.entropyCoef() + ")");
-        MemRef selRef = in.selectEntropy() != null ? in.selectEntropy() : entropy;
-        if (cfg.selectsByEntropy() && selRef == null)
+        if (cfg.selectsByEntropy() && in.selectEntropy() == null && entropy == null)
             throw new IllegalArgumentException("AEPO with aepoTopEntropyFraction " + cfg.aepoTopEntropyFraction()
                     + " < 1 needs entropy or selectEntropy");
-        long ns = cfg.agg().needsSequences() ? in.numSeqs() : 0;
-        try (Scratch ws = Scratch.of(workspace, rows, ns, dev)) {
-            Layout l = ws.layout;
-            long base = ws.ref.address();
-            weightsMem(cfg, in, rows, ns, ws, dev, cudaStream);
-            float thr = Float.NEGATIVE_INFINITY;
-            long sel = 0L;
-            if (cfg.selectsByEntropy()) {
-                sel = selRef.address();
-                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), readFloats(sel, rows, dev, cudaStream),
-                        readFloats(in.mask().address(), rows, dev, cudaStream));
-            }
-            long lp = logprob.address(), h = addr(entropy), old = in.oldLogprob().address();
-            long adv = in.advantages().address(), m = in.mask().address(), w = base + l.weights;
-            long ref = cfg.klType() == KlType.NONE ? 0L : addr(in.refLogprob());
-            long glp = addr(gradLogprob), gh = addr(gradEntropy), sums = base + l.sums;
-            final long fsel = sel;
-            int rc;
-            try (ArborCpu.PolicyLossParams p = cfg.params(thr)) {
-                if (dev.isCuda())
-                    rc = Kernels.onCudaDevice(dev.index(), () -> ArborCuda.arbor_cuda_policy_loss(p, rows, lp, h, old, adv,
-                            m, w, ref, fsel, glp, gh, sums, base, l.nativeBytes, cudaStream));
-                else
-                    rc = ArborCpu.arbor_cpu_policy_loss(p, rows, lp, h, old, adv, m, w, ref, fsel, glp, gh, sums, base,
-                            l.nativeBytes, Kernels.threads());
-            }
-            Check.keepAlive(logprob, entropy, in, gradLogprob, gradEntropy, ws);
-            Kernels.check(rc, "policy loss");
-            return ws.result(cfg, thr, cudaStream);
+        long lp = logprob.address(), h = addr(entropy), old = in.oldLogprob().address();
+        long adv = in.advantages().address(), m = in.mask().address(), w = weights.address();
+        long ref = cfg.klType() == KlType.NONE ? 0L : addr(in.refLogprob());
+        long sel = cfg.selectsByEntropy() ? addr(in.selectEntropy()) : 0L;
+        long glp = addr(gradLogprob), gh = addr(gradEntropy), sums = sumsOut.address();
+        long wsa = addr(workspace), wsb = workspace == null ? 0 : workspace.bytes();
+        int rc;
+        try (ArborCpu.PolicyLossParams p = cfg.params(aepoEntropyThreshold)) {
+            if (dev.isCuda())
+                rc = Kernels.onCudaDevice(dev.index(), () -> ArborCuda.arbor_cuda_policy_loss(p, rows, lp, h, old, adv, m, w,
+                        ref, sel, glp, gh, sums, wsa, wsb, cudaStream));
+            else
+                rc = ArborCpu.arbor_cpu_policy_loss(p, rows, lp, h, old, adv, m, w, ref, sel, glp, gh, sums, wsa, wsb,
+                        Kernels.threads());
         }
+        Check.keepAlive(logprob, entropy, in, weights, gradLogprob, gradEntropy, sumsOut, workspace);
+        Kernels.check(rc, "policy loss");
     }
 
     // ---------------------------------------------------------------------------------------------
@@ -470,9 +583,11 @@ public final class PolicyLoss {
         return counts;
     }
 
-    /** Validates memory inputs (sizes, devices; on the host also their values). */
-    private static void checkMemInputs(PolicyLossConfig cfg, Inputs in, long rows, Device dev, long vocabLimit) {
-        boolean needLabels = in.labels() != null || vocabLimit > 0;
+    /** Validates a stage's per-row memory (sizes, devices; on the host also the values). */
+    private static void checkStageInputs(PolicyLossConfig cfg, float thr, Inputs in, long rows, Device dev,
+                                         long vocabLimit, MemRef weights, MemRef sumsOut, MemRef workspace) {
+        if (Float.isNaN(thr)) throw new IllegalArgumentException("aepoEntropyThreshold must not be NaN");
+        boolean needLabels = vocabLimit > 0;
         if (needLabels) {
             if (in.labelType() != DType.I32 && in.labelType() != DType.I64)
                 throw new IllegalArgumentException("labelType must be I32 or I64, got " + in.labelType());
@@ -481,39 +596,30 @@ public final class PolicyLoss {
         Check.fits("oldLogprob", in.oldLogprob(), rows, DType.F32);
         Check.fits("advantages", in.advantages(), rows, DType.F32);
         Check.fits("mask", in.mask(), rows, DType.F32);
-        if (cfg.klType() != KlType.NONE) {
+        Check.fits("weights", weights, rows, DType.F32);
+        Check.fits("sumsOut", sumsOut, PolicyLossResult.NUM_SUMS, DType.I64);
+        boolean kl = cfg.klType() != KlType.NONE;
+        if (kl) {
             if (in.refLogprob() == null)
                 throw new IllegalArgumentException("refLogprob is required for KL type " + cfg.klType());
             Check.fits("refLogprob", in.refLogprob(), rows, DType.F32);
         }
-        Check.fitsOrNull("selectEntropy", in.selectEntropy(), rows, DType.F32);
-        boolean seq = cfg.agg().needsSequences();
-        if (seq) {
-            if (in.seqIds() == null) throw new IllegalArgumentException("seqIds are required for aggregation " + cfg.agg());
-            Check.fits("seqIds", in.seqIds(), rows, DType.I32);
-            if (in.numSeqs() < 1 || in.numSeqs() > Math.max(1, rows))
-                throw new IllegalArgumentException("numSeqs must be in [1, rows = " + rows + "], got " + in.numSeqs());
-        }
-        Check.sameDevice(dev, new String[] {"labels", "oldLogprob", "advantages", "mask", "refLogprob", "seqIds",
-                "selectEntropy"}, in.labels(), in.oldLogprob(), in.advantages(), in.mask(),
-                cfg.klType() == KlType.NONE ? null : in.refLogprob(), seq ? in.seqIds() : null, in.selectEntropy());
+        boolean sel = cfg.selectsByEntropy();
+        if (sel) Check.fitsOrNull("selectEntropy", in.selectEntropy(), rows, DType.F32);
+        checkWorkspace(workspace, nativeWorkspace(rows, 0), dev);
+        Check.sameDevice(dev, new String[] {"labels", "oldLogprob", "advantages", "mask", "refLogprob", "selectEntropy",
+                "weights", "sumsOut"}, needLabels ? in.labels() : null, in.oldLogprob(), in.advantages(), in.mask(),
+                kl ? in.refLogprob() : null, sel ? in.selectEntropy() : null, weights, sumsOut);
         if (dev.isCuda() || rows == 0) return;
         // Host memory: scan the values like the array forms do.
         int n = Math.toIntExact(rows);
         ByteBuffer mask = host(in.mask(), 4L * n), old = host(in.oldLogprob(), 4L * n), adv = host(in.advantages(), 4L * n);
-        ByteBuffer ref = cfg.klType() == KlType.NONE ? null : host(in.refLogprob(), 4L * n);
+        ByteBuffer ref = kl ? host(in.refLogprob(), 4L * n) : null;
         ByteBuffer lab = needLabels ? host(in.labels(), (long) in.labelType().bytes() * n) : null;
-        ByteBuffer ids = seq ? host(in.seqIds(), 4L * n) : null;
         for (int r = 0; r < n; r++) {
             float m = mask.getFloat(4 * r);
             if (!(m >= 0 && m <= 1))
                 throw new IllegalArgumentException("mask[" + r + "] = " + m + " is not a finite value in [0, 1]");
-            if (ids != null) {
-                int id = ids.getInt(4 * r);
-                if (id >= in.numSeqs() || (id < 0 && m > 0))
-                    throw new IllegalArgumentException("seqIds[" + r + "] = " + id + " (mask " + m + ") is outside [0, numSeqs = "
-                            + in.numSeqs() + ")");
-            }
             if (!(m > 0)) continue;
             if (lab != null) {
                 long y = in.labelType() == DType.I32 ? lab.getInt(4 * r) : lab.getLong(8 * r);
@@ -529,21 +635,35 @@ public final class PolicyLoss {
         Check.keepAlive(in);
     }
 
-    private static void weightsMem(PolicyLossConfig cfg, Inputs in, long rows, long ns, Scratch ws, Device dev,
-                                   long stream) {
-        Layout l = ws.layout;
-        long base = ws.ref.address();
-        long m = in.mask().address(), ids = ns > 0 ? in.seqIds().address() : 0L;
-        long w = base + l.weights, counts = base + l.counts;
-        int agg = cfg.agg().code();
-        double norm = cfg.aggNormalizer();
-        int rc = dev.isCuda()
-                ? Kernels.onCudaDevice(dev.index(), () -> ArborCuda.arbor_cuda_policy_loss_weights(m, ids, rows, ns, agg,
-                        norm, w, counts, base, l.nativeBytes, stream))
-                : ArborCpu.arbor_cpu_policy_loss_weights(m, ids, rows, ns, agg, norm, w, counts, base, l.nativeBytes,
-                        Kernels.threads());
-        Check.keepAlive(in, ws);
-        Kernels.check(rc, "policy loss weights");
+    private static RowOutputs checkRowOutputs(RowOutputs rowOut, long rows, Device dev) {
+        RowOutputs ro = rowOut == null ? new RowOutputs(null, null, null, null) : rowOut;
+        Check.fitsOrNull("rowOut.logprob", ro.logprob(), rows, DType.F32);
+        Check.fitsOrNull("rowOut.entropy", ro.entropy(), rows, DType.F32);
+        Check.fitsOrNull("rowOut.gradLogprob", ro.gradLogprob(), rows, DType.F32);
+        Check.fitsOrNull("rowOut.gradEntropy", ro.gradEntropy(), rows, DType.F32);
+        Check.sameDevice(dev, new String[] {"rowOut.logprob", "rowOut.entropy", "rowOut.gradLogprob", "rowOut.gradEntropy"},
+                ro.logprob(), ro.entropy(), ro.gradLogprob(), ro.gradEntropy());
+        return ro;
+    }
+
+    private static long nativeWorkspace(long rows, long numSeqs) {
+        long nb = ArborCpu.arbor_policy_loss_workspace_bytes(rows, numSeqs);
+        if (nb < 0) throw new IllegalArgumentException("workspace for rows " + rows + ", numSeqs " + numSeqs + " overflows");
+        return nb;
+    }
+
+    /** A stage's workspace: null on the host (the kernel allocates), else large enough, aligned, on the device. */
+    private static void checkWorkspace(MemRef workspace, long need, Device dev) {
+        if (workspace == null) {
+            if (dev.isCuda()) throw new IllegalArgumentException("a workspace is required on " + dev);
+            return;
+        }
+        if (!workspace.device().equals(dev))
+            throw new IllegalArgumentException("workspace is on " + workspace.device() + " but the data is on " + dev);
+        if (workspace.bytes() < need)
+            throw new IllegalArgumentException("workspace needs " + need + " bytes but holds " + workspace.bytes());
+        if (workspace.address() % 8 != 0)
+            throw new IllegalArgumentException("workspace must be 8-byte aligned, address " + workspace.address());
     }
 
     /** A view of host memory (the memory stays owned by {@code ref}'s owner). */
@@ -563,26 +683,28 @@ public final class PolicyLoss {
         }.asByteBuffer().order(ByteOrder.nativeOrder());
     }
 
-    /** {@code n} floats at {@code address} (host or device; a device read waits for the stream). */
-    private static float[] readFloats(long address, long n, Device dev, long stream) {
+    /** {@code n} floats of {@code ref} (host or device; a device read waits for the stream). */
+    private static float[] readFloats(MemRef ref, long n, long stream) {
         float[] out = new float[Math.toIntExact(n)];
         if (n == 0) return out;
-        if (dev.isCuda()) {
+        Check.fits("values", ref, n, DType.F32);
+        if (ref.device().isCuda()) {
             try (org.bytedeco.javacpp.FloatPointer h = new org.bytedeco.javacpp.FloatPointer(n)) {
-                Kernels.onCudaDevice(dev.index(), () -> {
+                Kernels.onCudaDevice(ref.device().index(), () -> {
                     Kernels.check(ArborCuda.arbor_cuda_stream_synchronize(stream), "cudaStreamSynchronize");
-                    Kernels.check(ArborCuda.arbor_cuda_memcpy_dtoh(h.address(), address, 4 * n), "cudaMemcpy");
+                    Kernels.check(ArborCuda.arbor_cuda_memcpy_dtoh(h.address(), ref.address(), 4 * n), "cudaMemcpy");
                     return 0;
                 });
                 h.get(out);
             }
         } else {
-            hostBytes(address, 4 * n).asFloatBuffer().get(out);
+            host(ref, 4 * n).asFloatBuffer().get(out);
         }
+        Check.keepAlive(ref);
         return out;
     }
 
-    /** Offsets in the workspace: [native][weights rows f32][sel rows f32][sums 9 f64][counts 4 f64]. */
+    /** Offsets in the convenience forms' workspace: [native][weights][sel][sums 9 f64][counts 4 f64]. */
     private static final class Layout {
         long nativeBytes, weights, sel, sums, counts, total;
 
@@ -602,7 +724,7 @@ public final class PolicyLoss {
         }
     }
 
-    /** The workspace of one call: the caller's, or one allocated (and freed) here. */
+    /** The workspace of one convenience call: the caller's, or one allocated (and freed) here. */
     private static final class Scratch implements AutoCloseable {
         final MemRef ref;
         final Layout layout;
@@ -617,9 +739,8 @@ public final class PolicyLoss {
         }
 
         static Scratch of(MemRef given, long rows, long ns, Device dev) {
-            long nb = ArborCpu.arbor_policy_loss_workspace_bytes(rows, ns);
-            if (nb < 0) throw new IllegalArgumentException("workspace for rows " + rows + " overflows");
-            Layout l = Layout.of(nb, rows);
+            Check.nonNegative("rows", rows);
+            Layout l = Layout.of(nativeWorkspace(rows, ns), rows);
             if (given != null) {
                 if (!given.device().equals(dev))
                     throw new IllegalArgumentException("workspace is on " + given.device() + " but the logits are on " + dev);
@@ -628,33 +749,24 @@ public final class PolicyLoss {
                             + ns + ")) but holds " + given.bytes());
                 if (given.address() % 8 != 0)
                     throw new IllegalArgumentException("workspace must be 8-byte aligned, address " + given.address());
-                return new Scratch(given, l, dev, null);
+                return new Scratch(given.slice(0, l.total), l, dev, null);
             }
             if (dev.isCuda()) {
                 CudaBuffer b = CudaBuffer.allocate(l.total, dev.index());
                 return new Scratch(b.ref(), l, dev, b);
             }
             BytePointer p = new BytePointer(l.total);
-            return new Scratch(MemRef.host(p.address(), l.total), l, dev, p);
+            return new Scratch(MemRef.owned(p.address(), l.total, Device.CPU, p), l, dev, p);
+        }
+
+        MemRef at(long offset, long bytes) {
+            return ref.slice(offset, bytes);
         }
 
         /** The result from the sums and counts in the workspace (a device read waits for the stream). */
         PolicyLossResult result(PolicyLossConfig cfg, float thr, long stream) {
-            double[] v = new double[PolicyLossResult.NUM_SUMS + PolicyLossResult.NUM_COUNTS];
-            long src = ref.address() + layout.sums;
-            long bytes = 8L * v.length;
-            if (dev.isCuda()) {
-                try (org.bytedeco.javacpp.DoublePointer h = new org.bytedeco.javacpp.DoublePointer(v.length)) {
-                    Kernels.onCudaDevice(dev.index(), () -> {
-                        Kernels.check(ArborCuda.arbor_cuda_stream_synchronize(stream), "cudaStreamSynchronize");
-                        Kernels.check(ArborCuda.arbor_cuda_memcpy_dtoh(h.address(), src, bytes), "cudaMemcpy");
-                        return 0;
-                    });
-                    h.get(v);
-                }
-            } else {
-                hostBytes(src, bytes).asDoubleBuffer().get(v);
-            }
+            double[] v = readDoubles(at(layout.sums, 8L * (PolicyLossResult.NUM_SUMS + PolicyLossResult.NUM_COUNTS)),
+                    PolicyLossResult.NUM_SUMS + PolicyLossResult.NUM_COUNTS, stream);
             double[] sums = Arrays.copyOf(v, PolicyLossResult.NUM_SUMS);
             return PolicyLossResult.fromSums(cfg, sums, v[PolicyLossResult.NUM_SUMS + PolicyLossResult.C_NORMALIZER], thr);
         }
@@ -670,5 +782,24 @@ public final class PolicyLoss {
                 throw new IllegalStateException(e);
             }
         }
+    }
+
+    /** {@code n} doubles of {@code ref} (host or device; a device read waits for the stream). */
+    static double[] readDoubles(MemRef ref, int n, long stream) {
+        double[] v = new double[n];
+        if (ref.device().isCuda()) {
+            try (org.bytedeco.javacpp.DoublePointer h = new org.bytedeco.javacpp.DoublePointer(n)) {
+                Kernels.onCudaDevice(ref.device().index(), () -> {
+                    Kernels.check(ArborCuda.arbor_cuda_stream_synchronize(stream), "cudaStreamSynchronize");
+                    Kernels.check(ArborCuda.arbor_cuda_memcpy_dtoh(h.address(), ref.address(), 8L * n), "cudaMemcpy");
+                    return 0;
+                });
+                h.get(v);
+            }
+        } else {
+            host(ref, 8L * n).asDoubleBuffer().get(v);
+        }
+        Check.keepAlive(ref);
+        return v;
     }
 }

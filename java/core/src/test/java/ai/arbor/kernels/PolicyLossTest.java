@@ -447,6 +447,34 @@ class PolicyLossTest {
         }
     }
 
+    @Test
+    void readmeExampleRunsAsWritten() {
+        // The README's "Policy loss" example, verbatim, checked by hand: row 0 has lse = ln(1 + e + e²),
+        // logprob = 2 − lse, r = e^{logprob + 0.5}; row 1 has logprob = 1 − (1 + ln(1 + e^-1 + e^-2)),
+        // r = e^{logprob + 0.3}; neither is clipped (0.8 < r < 1.28), so loss = (−r0 + r1)/2.
+        int rows = 2, vocab = 3;
+        float[] logits = {0f, 1f, 2f, 1f, 0f, -1f};   // [rows, vocab]
+        int[] labels = {2, 0};                        // the sampled tokens
+        float[] oldLogprob = {-0.5f, -0.3f};          // log-probs under the rollout policy
+        float[] advantages = {1f, -1f};
+        float[] mask = {1f, 1f};                      // 0 = prompt or tool output
+        float[] grad = new float[rows * vocab];
+        PolicyLossResult r = PolicyLoss.forwardBackward(PolicyLossConfig.grpoTcr(), logits, rows, vocab, labels,
+                oldLogprob, advantages, mask, null, null, grad);
+        String printed = String.format("loss %.4f, clipped %.2f, approx KL %.4f",
+                r.loss(), r.clipFracHigh() + r.clipFracLow(), r.approxKl());
+        System.out.println(printed);
+        double lp0 = 2 - Math.log(1 + Math.E + Math.exp(2)), lp1 = -Math.log(1 + Math.exp(-1) + Math.exp(-2));
+        double r0 = Math.exp(lp0 + 0.5), r1 = Math.exp(lp1 + 0.3);
+        assertEquals((-r0 + r1) / 2, r.loss(), 1e-6);
+        assertEquals(-((lp0 + 0.5) + (lp1 + 0.3)) / 2, r.approxKl(), 1e-6);
+        assertEquals(String.format("loss %.4f, clipped %.2f, approx KL %.4f", (-r0 + r1) / 2, 0.0,
+                -((lp0 + 0.5) + (lp1 + 0.3)) / 2), printed);
+        // dL/dlogits of row 0: g = −A r w = −r0/2 times (1[j = 2] − p_j)
+        double[] p0 = {1 / (1 + Math.E + Math.exp(2)), Math.E / (1 + Math.E + Math.exp(2)), Math.exp(2) / (1 + Math.E + Math.exp(2))};
+        for (int j = 0; j < 3; j++) assertEquals(-r0 / 2 * ((j == 2 ? 1 : 0) - p0[j]), grad[j], 1e-6);
+    }
+
     // ---------------------------------------------------------------------------------------------
     // Gradients
     // ---------------------------------------------------------------------------------------------

@@ -173,14 +173,20 @@ public final class TorchPolicyLoss {
                                    float aepoEntropyThreshold) {
         long rows = TorchTensors.rows(logits);
         long v = logits.size(logits.dim() - 1);
-        Tensor x = logits.reshape(rows, v).to(ScalarType.Float).div(new Scalar((double) (float) cfg.temperature()));
+        // Only the [T, V] work this configuration needs, as a careful user would write it (so the
+        // benchmarks compare against a fair libtorch): no temperature division at T = 1, no entropy
+        // unless the loss or AEPO's selection uses it.
+        Tensor x = logits.reshape(rows, v).to(ScalarType.Float);
+        if ((float) cfg.temperature() != 1f) x = x.div(new Scalar((double) (float) cfg.temperature()));
         Tensor m = mask.reshape(rows).to(ScalarType.Float);
         Tensor valid = m.gt(new Scalar(0.0));
         Tensor zero = torch.zeros_like(m);
         Tensor y = labels.reshape(rows).to(ScalarType.Long).clamp_min(new Scalar(0));  // masked rows may hold -100
         Tensor lsm = torch.log_softmax(x, -1);
         Tensor lp = torch.gather(lsm, -1, y.unsqueeze(-1)).squeeze(-1);
-        Tensor h = lsm.exp().mul(lsm).sum(new long[] {-1}, false, new ScalarTypeOptional()).neg();
+        boolean needH = cfg.entropyCoef() != 0
+                || (cfg.clipMode() == ClipMode.AEPO_STOP_GRADIENT && aepoEntropyThreshold != Float.NEGATIVE_INFINITY);
+        Tensor h = needH ? lsm.exp().mul(lsm).sum(new long[] {-1}, false, new ScalarTypeOptional()).neg() : null;
         Tensor old = torch.where(valid, oldLogprob.reshape(rows).to(ScalarType.Float), zero);
         Tensor a = torch.where(valid, advantages.reshape(rows).to(ScalarType.Float), zero);
 
@@ -192,7 +198,8 @@ public final class TorchPolicyLoss {
         if (cfg.clipMode() == ClipMode.AEPO_STOP_GRADIENT) {
             // upper clip value hi·r/sg(r) on the selected tokens: the value of hi, the gradient of hi·log r
             Tensor sg = r.mul(new Scalar(hi)).div(r.detach());
-            Tensor selected = h.detach().ge(new Scalar((double) aepoEntropyThreshold)).logical_and(r.gt(new Scalar(hi)));
+            Tensor top = r.gt(new Scalar(hi));
+            Tensor selected = h == null ? top : h.detach().ge(new Scalar((double) aepoEntropyThreshold)).logical_and(top);
             clipped = torch.where(selected, sg, clipped);
         }
         Tensor loss = torch.maximum(l1, a.neg().mul(clipped));

@@ -61,6 +61,42 @@ int arbor_cuda_token_stats_bwd_f16(const uint16_t* logits, int64_t rows, int64_t
                                    int grad_dtype, int64_t grad_row_stride, void* stream);
 
 /* ---- policy loss (issue #3) ---- */
+/* ABI and definitions: native/include/arbor/policy_loss.h. The workspace (device memory,
+ * 8-byte aligned, arbor_policy_loss_workspace_bytes) is required. Inputs are not validated on the
+ * host: a mask value outside [0, 1] or a valid row's sequence id outside [0, num_seqs) makes the
+ * counts and all weights NaN (and so the loss); a bad label gives a NaN row as in token stats. */
+int arbor_cuda_policy_loss_weights(const float* mask, const int32_t* seq_ids, int64_t rows, int64_t num_seqs,
+                                   int agg_mode, double agg_normalizer, float* weights, double* counts,
+                                   void* workspace, int64_t workspace_bytes, void* stream);
+int arbor_cuda_policy_loss(const arbor_policy_loss_config* cfg, int64_t rows, const float* logprob,
+                           const float* entropy, const float* old_logprob, const float* advantages, const float* mask,
+                           const float* weights, const float* ref_logprob, const float* select_entropy,
+                           float* grad_logprob, float* grad_entropy, double* sums, void* workspace,
+                           int64_t workspace_bytes, void* stream);
+int arbor_cuda_policy_loss_fused_f32(const arbor_policy_loss_config* cfg, const float* logits, int64_t rows,
+                                     int64_t vocab, int64_t row_stride, int64_t vocab_limit, const void* labels,
+                                     int label_dtype, const float* old_logprob, const float* advantages,
+                                     const float* mask, const float* weights, const float* ref_logprob,
+                                     const float* select_entropy, float* logprob_out, float* entropy_out,
+                                     float* grad_logprob_out, float* grad_entropy_out, void* grad_logits,
+                                     int grad_dtype, int64_t grad_row_stride, double* sums, void* workspace,
+                                     int64_t workspace_bytes, void* stream);
+int arbor_cuda_policy_loss_fused_bf16(const arbor_policy_loss_config* cfg, const uint16_t* logits, int64_t rows,
+                                      int64_t vocab, int64_t row_stride, int64_t vocab_limit, const void* labels,
+                                      int label_dtype, const float* old_logprob, const float* advantages,
+                                      const float* mask, const float* weights, const float* ref_logprob,
+                                      const float* select_entropy, float* logprob_out, float* entropy_out,
+                                      float* grad_logprob_out, float* grad_entropy_out, void* grad_logits,
+                                      int grad_dtype, int64_t grad_row_stride, double* sums, void* workspace,
+                                      int64_t workspace_bytes, void* stream);
+int arbor_cuda_policy_loss_fused_f16(const arbor_policy_loss_config* cfg, const uint16_t* logits, int64_t rows,
+                                     int64_t vocab, int64_t row_stride, int64_t vocab_limit, const void* labels,
+                                     int label_dtype, const float* old_logprob, const float* advantages,
+                                     const float* mask, const float* weights, const float* ref_logprob,
+                                     const float* select_entropy, float* logprob_out, float* entropy_out,
+                                     float* grad_logprob_out, float* grad_entropy_out, void* grad_logits,
+                                     int grad_dtype, int64_t grad_row_stride, double* sums, void* workspace,
+                                     int64_t workspace_bytes, void* stream);
 
 /* ---- advantages (issue #4) ---- */
 

@@ -1,8 +1,10 @@
 package ai.arbor.bindings;
 
 import org.bytedeco.javacpp.Loader;
+import org.bytedeco.javacpp.Pointer;
 import org.bytedeco.javacpp.annotation.Cast;
 import org.bytedeco.javacpp.annotation.CriticalRegion;
+import org.bytedeco.javacpp.annotation.Name;
 import org.bytedeco.javacpp.annotation.Platform;
 
 /**
@@ -82,6 +84,121 @@ public final class ArborCpu {
             long gradRowStride, int numThreads);
 
     // ---- policy loss (issue #3) ----------------------------------------------------------------
+
+    /**
+     * {@code arbor_policy_loss_config} ({@code arbor/policy_loss.h}): the hyper-parameters of one loss
+     * call, a host struct read when the call is made (also by the CUDA entry points).
+     */
+    @Name("arbor_policy_loss_config")
+    public static class PolicyLossParams extends Pointer {
+        static {
+            Loader.load();
+        }
+
+        public PolicyLossParams() {
+            super((Pointer) null);
+            allocate();
+        }
+
+        private native void allocate();
+
+        public native int clip_mode();
+        public native PolicyLossParams clip_mode(int v);
+        public native float eps_low();
+        public native PolicyLossParams eps_low(float v);
+        public native float eps_high();
+        public native PolicyLossParams eps_high(float v);
+        public native float dual_clip_c();
+        public native PolicyLossParams dual_clip_c(float v);
+        public native float aepo_entropy_threshold();
+        public native PolicyLossParams aepo_entropy_threshold(float v);
+        public native int kl_type();
+        public native PolicyLossParams kl_type(int v);
+        public native float kl_coef();
+        public native PolicyLossParams kl_coef(float v);
+        public native float entropy_coef();
+        public native PolicyLossParams entropy_coef(float v);
+        public native float temperature();
+        public native PolicyLossParams temperature(float v);
+    }
+
+    public static final int CLIP_PPO = 0, CLIP_DUAL = 1, CLIP_AEPO = 2;
+    public static final int KL_NONE = 0, KL_K1 = 1, KL_K2 = 2, KL_K3 = 3;
+    public static final int AGG_TOKEN_MEAN = 0, AGG_SEQ_MEAN_TOKEN_SUM = 1, AGG_SEQ_MEAN_TOKEN_MEAN = 2,
+            AGG_SEQ_MEAN_TOKEN_SUM_NORM = 3;
+    public static final int PL_NUM_SUMS = 9, PL_NUM_COUNTS = 4;
+
+    public static native long arbor_policy_loss_workspace_bytes(long rows, long numSeqs);
+
+    public static native int arbor_cpu_policy_loss_weights(@Cast("const float*") long mask,
+            @Cast("const int32_t*") long seqIds, long rows, long numSeqs, int aggMode, double aggNormalizer,
+            @Cast("float*") long weights, @Cast("double*") long counts, @Cast("void*") long workspace,
+            long workspaceBytes, int numThreads);
+
+    @CriticalRegion
+    public static native int arbor_cpu_policy_loss_weights(@Cast("const float*") float[] mask,
+            @Cast("const int32_t*") int[] seqIds, long rows, long numSeqs, int aggMode, double aggNormalizer,
+            float[] weights, double[] counts, @Cast("void*") long workspace, long workspaceBytes, int numThreads);
+
+    public static native int arbor_cpu_policy_loss(PolicyLossParams cfg, long rows, @Cast("const float*") long logprob,
+            @Cast("const float*") long entropy, @Cast("const float*") long oldLogprob,
+            @Cast("const float*") long advantages, @Cast("const float*") long mask, @Cast("const float*") long weights,
+            @Cast("const float*") long refLogprob, @Cast("const float*") long selectEntropy,
+            @Cast("float*") long gradLogprob, @Cast("float*") long gradEntropy, @Cast("double*") long sums,
+            @Cast("void*") long workspace, long workspaceBytes, int numThreads);
+
+    @CriticalRegion
+    public static native int arbor_cpu_policy_loss(PolicyLossParams cfg, long rows, @Cast("const float*") float[] logprob,
+            @Cast("const float*") float[] entropy, @Cast("const float*") float[] oldLogprob,
+            @Cast("const float*") float[] advantages, @Cast("const float*") float[] mask,
+            @Cast("const float*") float[] weights, @Cast("const float*") float[] refLogprob,
+            @Cast("const float*") float[] selectEntropy, float[] gradLogprob, float[] gradEntropy, double[] sums,
+            @Cast("void*") long workspace, long workspaceBytes, int numThreads);
+
+    public static native int arbor_cpu_policy_loss_fused_f32(PolicyLossParams cfg, @Cast("const float*") long logits,
+            long rows, long vocab, long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype,
+            @Cast("const float*") long oldLogprob, @Cast("const float*") long advantages, @Cast("const float*") long mask,
+            @Cast("const float*") long weights, @Cast("const float*") long refLogprob,
+            @Cast("const float*") long selectEntropy, @Cast("float*") long logprobOut, @Cast("float*") long entropyOut,
+            @Cast("float*") long gradLogprobOut, @Cast("float*") long gradEntropyOut, @Cast("void*") long gradLogits,
+            int gradDtype, long gradRowStride, @Cast("double*") long sums, @Cast("void*") long workspace,
+            long workspaceBytes, int numThreads);
+
+    public static native int arbor_cpu_policy_loss_fused_bf16(PolicyLossParams cfg, @Cast("const uint16_t*") long logits,
+            long rows, long vocab, long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype,
+            @Cast("const float*") long oldLogprob, @Cast("const float*") long advantages, @Cast("const float*") long mask,
+            @Cast("const float*") long weights, @Cast("const float*") long refLogprob,
+            @Cast("const float*") long selectEntropy, @Cast("float*") long logprobOut, @Cast("float*") long entropyOut,
+            @Cast("float*") long gradLogprobOut, @Cast("float*") long gradEntropyOut, @Cast("void*") long gradLogits,
+            int gradDtype, long gradRowStride, @Cast("double*") long sums, @Cast("void*") long workspace,
+            long workspaceBytes, int numThreads);
+
+    public static native int arbor_cpu_policy_loss_fused_f16(PolicyLossParams cfg, @Cast("const uint16_t*") long logits,
+            long rows, long vocab, long rowStride, long vocabLimit, @Cast("const void*") long labels, int labelDtype,
+            @Cast("const float*") long oldLogprob, @Cast("const float*") long advantages, @Cast("const float*") long mask,
+            @Cast("const float*") long weights, @Cast("const float*") long refLogprob,
+            @Cast("const float*") long selectEntropy, @Cast("float*") long logprobOut, @Cast("float*") long entropyOut,
+            @Cast("float*") long gradLogprobOut, @Cast("float*") long gradEntropyOut, @Cast("void*") long gradLogits,
+            int gradDtype, long gradRowStride, @Cast("double*") long sums, @Cast("void*") long workspace,
+            long workspaceBytes, int numThreads);
+
+    @CriticalRegion
+    public static native int arbor_cpu_policy_loss_fused_f32(PolicyLossParams cfg, @Cast("const float*") float[] logits,
+            long rows, long vocab, long rowStride, long vocabLimit, @Cast("const void*") int[] labels, int labelDtype,
+            @Cast("const float*") float[] oldLogprob, @Cast("const float*") float[] advantages,
+            @Cast("const float*") float[] mask, @Cast("const float*") float[] weights,
+            @Cast("const float*") float[] refLogprob, @Cast("const float*") float[] selectEntropy, float[] logprobOut,
+            float[] entropyOut, float[] gradLogprobOut, float[] gradEntropyOut, @Cast("void*") float[] gradLogits,
+            int gradDtype, long gradRowStride, double[] sums, @Cast("void*") long workspace, long workspaceBytes,
+            int numThreads);
+
+    @CriticalRegion
+    public static native void arbor_ref_policy_loss(PolicyLossParams cfg, int aggMode, double aggNormalizer,
+            @Cast("const double*") double[] logits, long rows, long vocab, long rowStride, long vocabLimit,
+            @Cast("const int64_t*") long[] labels, @Cast("const double*") double[] oldLogprob,
+            @Cast("const double*") double[] advantages, @Cast("const double*") double[] mask,
+            @Cast("const double*") double[] refLogprob, @Cast("const int32_t*") int[] seqIds, long numSeqs,
+            @Cast("const double*") double[] selectEntropy, double[] gradLogits, double[] sums, double[] counts);
 
     // ---- advantages (issue #4) -----------------------------------------------------------------
 

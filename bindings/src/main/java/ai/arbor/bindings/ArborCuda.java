@@ -83,6 +83,46 @@ public final class ArborCuda {
 
     // ---- policy loss (issue #3) ----------------------------------------------------------------
 
+    public static native int arbor_cuda_policy_loss_weights(@Cast("const float*") long mask,
+            @Cast("const int32_t*") long seqIds, long rows, long numSeqs, int aggMode, double aggNormalizer,
+            @Cast("float*") long weights, @Cast("double*") long counts, @Cast("void*") long workspace,
+            long workspaceBytes, @Cast("void*") long stream);
+
+    public static native int arbor_cuda_policy_loss(ArborCpu.PolicyLossParams cfg, long rows,
+            @Cast("const float*") long logprob, @Cast("const float*") long entropy,
+            @Cast("const float*") long oldLogprob, @Cast("const float*") long advantages,
+            @Cast("const float*") long mask, @Cast("const float*") long weights, @Cast("const float*") long refLogprob,
+            @Cast("const float*") long selectEntropy, @Cast("float*") long gradLogprob,
+            @Cast("float*") long gradEntropy, @Cast("double*") long sums, @Cast("void*") long workspace,
+            long workspaceBytes, @Cast("void*") long stream);
+
+    public static native int arbor_cuda_policy_loss_fused_f32(ArborCpu.PolicyLossParams cfg,
+            @Cast("const float*") long logits, long rows, long vocab, long rowStride, long vocabLimit,
+            @Cast("const void*") long labels, int labelDtype, @Cast("const float*") long oldLogprob,
+            @Cast("const float*") long advantages, @Cast("const float*") long mask, @Cast("const float*") long weights,
+            @Cast("const float*") long refLogprob, @Cast("const float*") long selectEntropy,
+            @Cast("float*") long logprobOut, @Cast("float*") long entropyOut, @Cast("float*") long gradLogprobOut,
+            @Cast("float*") long gradEntropyOut, @Cast("void*") long gradLogits, int gradDtype, long gradRowStride,
+            @Cast("double*") long sums, @Cast("void*") long workspace, long workspaceBytes, @Cast("void*") long stream);
+
+    public static native int arbor_cuda_policy_loss_fused_bf16(ArborCpu.PolicyLossParams cfg,
+            @Cast("const uint16_t*") long logits, long rows, long vocab, long rowStride, long vocabLimit,
+            @Cast("const void*") long labels, int labelDtype, @Cast("const float*") long oldLogprob,
+            @Cast("const float*") long advantages, @Cast("const float*") long mask, @Cast("const float*") long weights,
+            @Cast("const float*") long refLogprob, @Cast("const float*") long selectEntropy,
+            @Cast("float*") long logprobOut, @Cast("float*") long entropyOut, @Cast("float*") long gradLogprobOut,
+            @Cast("float*") long gradEntropyOut, @Cast("void*") long gradLogits, int gradDtype, long gradRowStride,
+            @Cast("double*") long sums, @Cast("void*") long workspace, long workspaceBytes, @Cast("void*") long stream);
+
+    public static native int arbor_cuda_policy_loss_fused_f16(ArborCpu.PolicyLossParams cfg,
+            @Cast("const uint16_t*") long logits, long rows, long vocab, long rowStride, long vocabLimit,
+            @Cast("const void*") long labels, int labelDtype, @Cast("const float*") long oldLogprob,
+            @Cast("const float*") long advantages, @Cast("const float*") long mask, @Cast("const float*") long weights,
+            @Cast("const float*") long refLogprob, @Cast("const float*") long selectEntropy,
+            @Cast("float*") long logprobOut, @Cast("float*") long entropyOut, @Cast("float*") long gradLogprobOut,
+            @Cast("float*") long gradEntropyOut, @Cast("void*") long gradLogits, int gradDtype, long gradRowStride,
+            @Cast("double*") long sums, @Cast("void*") long workspace, long workspaceBytes, @Cast("void*") long stream);
+
     // ---- advantages (issue #4) -----------------------------------------------------------------
 
     public static native int arbor_cuda_token_advantages(@Cast("const float*") long seqAdv, long nSeqs,

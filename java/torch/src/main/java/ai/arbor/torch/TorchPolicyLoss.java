@@ -1,0 +1,279 @@
+package ai.arbor.torch;
+
+import ai.arbor.kernels.ClipMode;
+import ai.arbor.kernels.Check;
+import ai.arbor.kernels.DType;
+import ai.arbor.kernels.Device;
+import ai.arbor.kernels.KlType;
+import ai.arbor.kernels.LogitsView;
+import ai.arbor.kernels.LossAgg;
+import ai.arbor.kernels.MemRef;
+import ai.arbor.kernels.PolicyLoss;
+import ai.arbor.kernels.PolicyLossConfig;
+import ai.arbor.kernels.PolicyLossResult;
+import java.nio.DoubleBuffer;
+import java.nio.FloatBuffer;
+import java.util.List;
+import org.bytedeco.pytorch.Scalar;
+import org.bytedeco.pytorch.ScalarOptional;
+import org.bytedeco.pytorch.ScalarTypeOptional;
+import org.bytedeco.pytorch.Tensor;
+import org.bytedeco.pytorch.global.torch;
+import org.bytedeco.pytorch.global.torch.ScalarType;
+
+/**
+ * Clipped policy-gradient losses (ALGORITHMS.md §2; {@link PolicyLoss}) on PyTorch-preset tensors, with
+ * no copy of the logits: one fused kernel pass computes the token statistics, the loss and
+ * ∂loss/∂logits. CPU tensors go to the CPU kernels, CUDA tensors to the CUDA kernels on the tensor's
+ * device and torch's current stream.
+ *
+ * <p>Typical use in a trainer step:
+ * <pre>{@code
+ * Tensor logits = policy.forward(inputIds);                  // [B, L, V], requires grad
+ * TorchPolicyLoss.Output out = TorchPolicyLoss.forwardBackward(cfg, logits.detach(), labels,
+ *         oldLogprob, advantages, mask, null, null, 0, false);
+ * logits.backward(out.grad());                               // dL/dlogits, the logits' shape and dtype
+ * log(out.result());                                         // loss and metrics (waits for the GPU)
+ * }</pre>
+ *
+ * <p>Logits are [T, V] or [B, L, V] (float32, bfloat16, float16) with a contiguous last dimension;
+ * other strides are fine ({@code logits[:, :-1, :]} gives one row block per batch element, all
+ * handled in one call: the weights are computed once over all rows and the sums of the blocks are
+ * added). Per-row inputs have the leading shape: labels int32/int64 (any value on masked rows),
+ * old log-probs, advantages, reference log-probs and the mask as floating tensors (converted to
+ * float32 when needed), sequence ids as integers (converted to int32) in [0, rows). CPU tensors are
+ * validated like arrays; CUDA tensors cannot be scanned without a copy, so there an invalid mask or
+ * sequence id makes the loss NaN and a bad label a NaN gradient row.
+ */
+public final class TorchPolicyLoss {
+    private TorchPolicyLoss() {}
+
+    /**
+     * The outputs of {@link #forwardBackward}. The tensors are ready when the call returns (on CUDA
+     * they are ordered on torch's current stream); {@link #result()} copies the 9 sums to the host.
+     *
+     * @param grad     ∂loss/∂logits with the logits' shape and dtype (the logits themselves when in place)
+     * @param logprob  float32 log-probs of the labels, leading shape (0 on masked rows)
+     * @param entropy  float32 entropies, leading shape (0 on masked rows)
+     * @param sums     float64 [blocks, 9]: the kernels' sums per row block ({@code ARBOR_PL_S_*})
+     * @param counts   float64 [4]: N, B, F and the normalizer used
+     * @param config   the configuration used
+     * @param aepoEntropyThreshold AEPO's entropy threshold (−∞ = every token)
+     */
+    public record Output(Tensor grad, Tensor logprob, Tensor entropy, Tensor sums, Tensor counts,
+                         PolicyLossConfig config, float aepoEntropyThreshold) {
+        /** The loss and its metrics (synchronizes with the device). */
+        public PolicyLossResult result() {
+            Tensor s = sums.cpu().contiguous(), c = counts.cpu().contiguous();
+            long blocks = s.size(0);
+            double[] all = new double[(int) (blocks * 9)], cnt = new double[4];
+            ((DoubleBuffer) s.createBuffer()).get(all);
+            ((DoubleBuffer) c.createBuffer()).get(cnt);
+            double[] total = new double[9];
+            for (int b = 0; b < blocks; b++)  // in block order: reproducible
+                for (int k = 0; k < 9; k++) total[k] += all[b * 9 + k];
+            return PolicyLossResult.fromSums(config, total, cnt[3], aepoEntropyThreshold);
+        }
+    }
+
+    /**
+     * The loss, its metrics and ∂loss/∂logits in one fused pass (plus one statistics pass for AEPO with
+     * a top-entropy fraction q &lt; 1, whose threshold needs a host copy of the entropies).
+     *
+     * @param logits     [T, V] or [B, L, V]; not modified unless {@code inPlace}
+     * @param labels     the sampled tokens, leading shape
+     * @param oldLogprob behaviour-policy log-probs
+     * @param advantages per-token advantages
+     * @param mask       loss mask in [0, 1] (bool, integer or floating)
+     * @param refLogprob reference log-probs, or null when the KL type is NONE
+     * @param seqIds     row → sequence index in [0, rows), or null for token-mean
+     * @param vocabLimit columns from here on are embedding padding; {@code <= 0} for none
+     * @param inPlace    write the gradient over the logits (no [T, V] allocation at all); only when
+     *                   nothing else needs the logits' values afterwards (autograd's saved tensors
+     *                   included)
+     */
+    public static Output forwardBackward(PolicyLossConfig cfg, Tensor logits, Tensor labels, Tensor oldLogprob,
+                                         Tensor advantages, Tensor mask, Tensor refLogprob, Tensor seqIds,
+                                         long vocabLimit, boolean inPlace) {
+        Check.notNull("cfg", cfg);
+        long rows = TorchTensors.rows(logits);
+        List<TorchTensors.RowBlock> blocks = TorchTensors.rowBlocks(logits, vocabLimit);
+        Device dev = TorchTensors.device(logits);
+        long stream = TorchTensors.currentStream(dev);
+        DType dt = TorchTensors.dtype(logits);
+        long v = logits.size(logits.dim() - 1), limit = vocabLimit <= 0 ? v : vocabLimit;
+
+        Tensor lab = TorchTensors.flat(labels, rows, "labels");
+        DType lt = TorchTensors.dtype(lab);
+        if (lt != DType.I32 && lt != DType.I64) throw new IllegalArgumentException("labels must be int32 or int64, got " + lt);
+        Tensor old = floats(oldLogprob, rows, "oldLogprob", logits);
+        Tensor adv = floats(advantages, rows, "advantages", logits);
+        Tensor m = floats(mask, rows, "mask", logits);
+        Tensor ref = cfg.klType() == KlType.NONE ? null : floats(refLogprob, rows, "refLogprob", logits);
+        boolean seq = cfg.agg().needsSequences();
+        Tensor ids = null;
+        if (seq) {
+            Check.notNull("seqIds (required for aggregation " + cfg.agg() + ")", seqIds);
+            ids = TorchTensors.flat(seqIds, rows, "seqIds");
+            if (!TorchTensors.dtype(ids).equals(DType.I32)) ids = ids.to(ScalarType.Int).contiguous();
+            sameDevice(ids, logits, "seqIds");
+        }
+        long ns = seq ? Math.max(1, rows) : 0;  // ids are row indices at most
+
+        long[] lead = TorchTensors.leadingShape(logits);
+        Tensor lp = TorchTensors.empty(logits, lead, ScalarType.Float);
+        Tensor ent = TorchTensors.empty(logits, lead, ScalarType.Float);
+        Tensor w = TorchTensors.empty(logits, new long[] {Math.max(rows, 0)}, ScalarType.Float);
+        Tensor counts = TorchTensors.empty(logits, new long[] {4}, ScalarType.Double);
+        Tensor sums = TorchTensors.empty(logits, new long[] {blocks.size(), 9}, ScalarType.Double);
+        Tensor ws = TorchTensors.empty(logits, new long[] {PolicyLoss.workspaceBytes(rows, ns)}, ScalarType.Byte);
+        MemRef wsRef = TorchTensors.mem(ws);
+        PolicyLoss.weights(cfg, rows, TorchTensors.mem(m), ids == null ? null : TorchTensors.mem(ids), ns,
+                TorchTensors.mem(w), TorchTensors.mem(counts), wsRef, stream);
+
+        float thr = Float.NEGATIVE_INFINITY;
+        Tensor sel = null;
+        if (cfg.selectsByEntropy()) {  // the threshold is a host scalar: one statistics pass, one copy
+            sel = TorchTensors.flat(TorchTokenStats.forward(logits, null, (float) cfg.temperature(), null, vocabLimit)
+                    .entropy(), rows, "entropy");
+            thr = PolicyLoss.aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), toFloats(sel), toFloats(m));
+        }
+
+        Tensor grad = inPlace ? logits : TorchTensors.empty(logits, sizes(logits), TorchTensors.scalarType(dt));
+        MemRef gmem = inPlace ? null : TorchTensors.mem(grad);
+        PolicyLoss.Inputs all = new PolicyLoss.Inputs(TorchTensors.mem(lab), lt, TorchTensors.mem(old),
+                TorchTensors.mem(adv), TorchTensors.mem(m), ref == null ? null : TorchTensors.mem(ref),
+                ids == null ? null : TorchTensors.mem(ids), ns, sel == null ? null : TorchTensors.mem(sel));
+        PolicyLoss.RowOutputs outs = new PolicyLoss.RowOutputs(TorchTensors.mem(lp), TorchTensors.mem(ent), null, null);
+        MemRef wRef = TorchTensors.mem(w), sumsRef = TorchTensors.mem(sums);
+        for (int i = 0; i < blocks.size(); i++) {
+            LogitsView view = blocks.get(i).view();
+            long r0 = blocks.get(i).firstRow(), n = view.rows();
+            LogitsView g = inPlace ? view
+                    : new LogitsView(gmem.slice(Check.product("grad offset", r0 * v, dt.bytes()),
+                            Check.product("grad bytes", LogitsView.elements(n, v, v), dt.bytes())), dt, n, v, v, limit);
+            PolicyLoss.forwardBackwardAsync(cfg, thr, view, all.rows(r0, n), wRef.slice(4 * r0, 4 * n), g.data(), dt,
+                    g.rowStride(), outs.rows(r0, n), sumsRef.slice(72L * i, 72), wsRef, stream);
+        }
+        return new Output(grad, lp, ent, sums, counts, cfg, thr);
+    }
+
+    /**
+     * The same loss written with plain torch ops — log_softmax, gather, exp, clamp, maximum/minimum,
+     * {@code detach} for AEPO's r / sg(r), index_add for the sequence weights — differentiable by
+     * libtorch autograd. The reference the tests and the benchmarks compare the kernels with; it
+     * materializes several [T, V] float32 temporaries. Same arguments as {@link #forwardBackward}
+     * ({@code logits} [T, V] or [B, L, V], no padding columns); {@code aepoEntropyThreshold} selects
+     * AEPO's tokens (entropy ≥ threshold; −∞ = all).
+     *
+     * @return the scalar loss (float32), with a graph back to {@code logits} when it requires grad
+     */
+    public static Tensor eagerLoss(PolicyLossConfig cfg, Tensor logits, Tensor labels, Tensor oldLogprob,
+                                   Tensor advantages, Tensor mask, Tensor refLogprob, Tensor seqIds,
+                                   float aepoEntropyThreshold) {
+        long rows = TorchTensors.rows(logits);
+        long v = logits.size(logits.dim() - 1);
+        // Only the [T, V] work this configuration needs, as a careful user would write it (so the
+        // benchmarks compare against a fair libtorch): no temperature division at T = 1, no entropy
+        // unless the loss or AEPO's selection uses it.
+        Tensor x = logits.reshape(rows, v).to(ScalarType.Float);
+        if ((float) cfg.temperature() != 1f) x = x.div(new Scalar((double) (float) cfg.temperature()));
+        Tensor m = mask.reshape(rows).to(ScalarType.Float);
+        Tensor valid = m.gt(new Scalar(0.0));
+        Tensor zero = torch.zeros_like(m);
+        Tensor y = labels.reshape(rows).to(ScalarType.Long).clamp_min(new Scalar(0));  // masked rows may hold -100
+        Tensor lsm = torch.log_softmax(x, -1);
+        Tensor lp = torch.gather(lsm, -1, y.unsqueeze(-1)).squeeze(-1);
+        boolean needH = cfg.entropyCoef() != 0
+                || (cfg.clipMode() == ClipMode.AEPO_STOP_GRADIENT && aepoEntropyThreshold != Float.NEGATIVE_INFINITY);
+        Tensor h = needH ? lsm.exp().mul(lsm).sum(new long[] {-1}, false, new ScalarTypeOptional()).neg() : null;
+        Tensor old = torch.where(valid, oldLogprob.reshape(rows).to(ScalarType.Float), zero);
+        Tensor a = torch.where(valid, advantages.reshape(rows).to(ScalarType.Float), zero);
+
+        Tensor d = torch.clamp(lp.sub(old), opt(-20.0), opt(20.0));
+        Tensor r = d.exp();
+        double lo = 1.0f - (float) cfg.epsLow(), hi = 1.0f + (float) cfg.epsHigh();
+        Tensor l1 = a.neg().mul(r);
+        Tensor clipped = torch.clamp(r, opt(lo), opt(hi));
+        if (cfg.clipMode() == ClipMode.AEPO_STOP_GRADIENT) {
+            // upper clip value hi·r/sg(r) on the selected tokens: the value of hi, the gradient of hi·log r
+            Tensor sg = r.mul(new Scalar(hi)).div(r.detach());
+            Tensor top = r.gt(new Scalar(hi));
+            Tensor selected = h == null ? top : h.detach().ge(new Scalar((double) aepoEntropyThreshold)).logical_and(top);
+            clipped = torch.where(selected, sg, clipped);
+        }
+        Tensor loss = torch.maximum(l1, a.neg().mul(clipped));
+        if (cfg.clipMode() == ClipMode.DUAL_CLIP) {
+            Tensor cap = a.neg().mul(new Scalar((double) (float) cfg.dualClipC()));
+            loss = torch.where(a.lt(new Scalar(0.0)), torch.minimum(loss, cap), loss);
+        }
+        if (cfg.klType() != KlType.NONE) {
+            Tensor kappa = torch.where(valid, refLogprob.reshape(rows).to(ScalarType.Float), zero).sub(lp);
+            Tensor kl = switch (cfg.klType()) {
+                case K1 -> kappa.neg();
+                case K2 -> kappa.mul(kappa).mul(new Scalar(0.5));
+                default -> {
+                    Tensor kc = torch.clamp(kappa, opt(-20.0), opt(20.0));
+                    yield torch.clamp(kc.exp().sub(kc).sub(new Scalar(1.0)), opt(-10.0), opt(10.0));
+                }
+            };
+            loss = loss.add(kl.mul(new Scalar((double) (float) cfg.klCoef())));
+        }
+        if (cfg.entropyCoef() != 0) loss = loss.sub(h.mul(new Scalar((double) (float) cfg.entropyCoef())));
+        Tensor wts = eagerWeights(cfg, m, valid, seqIds, rows);
+        return torch.where(valid, loss.mul(wts), zero).sum();
+    }
+
+    /** verl's agg_loss weights with torch ops (no gradient). */
+    private static Tensor eagerWeights(PolicyLossConfig cfg, Tensor m, Tensor valid, Tensor seqIds, long rows) {
+        LossAgg agg = cfg.agg();
+        Tensor norm;
+        Tensor len = null;
+        if (agg == LossAgg.TOKEN_MEAN) {
+            norm = m.sum();
+        } else {
+            Tensor ids = seqIds.reshape(rows).to(ScalarType.Long);
+            Tensor idc = ids.clamp_min(new Scalar(0));
+            Tensor has = ids.ge(new Scalar(0)).to(ScalarType.Float);
+            len = torch.index_add(torch.zeros_like(m), 0, idc, m);
+            Tensor count = torch.index_add(torch.zeros_like(m), 0, idc, has);
+            norm = agg == LossAgg.SEQ_MEAN_TOKEN_SUM_NORM ? count.max() : len.gt(new Scalar(0.0)).to(ScalarType.Float).sum();
+            if (agg == LossAgg.SEQ_MEAN_TOKEN_MEAN) len = len.index_select(0, idc);
+        }
+        if (cfg.aggNormalizer() > 0) norm = torch.zeros_like(norm).add(new Scalar(cfg.aggNormalizer()));
+        Tensor one = torch.ones_like(m);
+        Tensor denom = agg == LossAgg.SEQ_MEAN_TOKEN_MEAN ? len.mul(norm) : one.mul(norm);
+        return torch.where(valid, m.div(torch.where(valid, denom, one)), torch.zeros_like(m)).detach();
+    }
+
+    private static ScalarOptional opt(double v) {
+        return new ScalarOptional(new Scalar(v));
+    }
+
+    private static Tensor floats(Tensor t, long rows, String name, Tensor like) {
+        Check.notNull(name, t);
+        Tensor f = TorchTensors.flat(t, rows, name);
+        if (f.scalar_type().intern() != ScalarType.Float) f = f.to(ScalarType.Float).contiguous();
+        sameDevice(f, like, name);
+        return f;
+    }
+
+    private static void sameDevice(Tensor t, Tensor logits, String name) {
+        if (!TorchTensors.device(t).equals(TorchTensors.device(logits)))
+            throw new IllegalArgumentException(name + " is on " + TorchTensors.device(t) + " but the logits are on "
+                    + TorchTensors.device(logits));
+    }
+
+    private static float[] toFloats(Tensor t) {
+        Tensor c = t.cpu().contiguous();
+        float[] a = new float[(int) c.numel()];
+        ((FloatBuffer) c.createBuffer()).get(a);
+        return a;
+    }
+
+    private static long[] sizes(Tensor t) {
+        long[] s = new long[(int) t.dim()];
+        for (int i = 0; i < s.length; i++) s[i] = t.size(i);
+        return s;
+    }
+}

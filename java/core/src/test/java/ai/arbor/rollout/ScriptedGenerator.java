@@ -118,7 +118,7 @@ public final class ScriptedGenerator implements Generator {
         }
     }
 
-    /** Seed of a randomized test: -Darbor.seed or the clock. */
+    /** Seed of a randomized test: -Darbor.seed or the clock (the convention of the kernels' Logits.seed(), package-private there). */
     public static long seed() {
         String s = System.getProperty("arbor.seed");
         return s != null && !s.isBlank() ? Long.parseLong(s.trim()) : System.nanoTime();

@@ -79,11 +79,13 @@ public final class PythonSandbox implements AutoCloseable {
     private final AtomicLong spawned = new AtomicLong();
     private final AtomicLong retired = new AtomicLong();
     private final AtomicLong spawnFailures = new AtomicLong();
+    private final AtomicLong recycled = new AtomicLong();
+    private final AtomicLong recycleFailures = new AtomicLong();
     private final AtomicLong spawnNanos = new AtomicLong();
 
     /** Counters for monitoring and leak checks. */
     public record Stats(int workers, int idle, int openSessions, long spawned, long retired, long spawnFailures,
-                        double meanSpawnMillis) {}
+                        double meanSpawnMillis, long recycled, long recycleFailures) {}
 
     private PythonSandbox(Builder b) {
         this.cfg = b.copy();
@@ -150,7 +152,7 @@ public final class PythonSandbox implements AutoCloseable {
     public Stats stats() {
         long n = spawned.get();
         return new Stats(cfg.workers, idle.size(), sessions.size(), n, retired.get(), spawnFailures.get(),
-                n == 0 ? 0 : spawnNanos.get() / 1e6 / n);
+                n == 0 ? 0 : spawnNanos.get() / 1e6 / n, recycled.get(), recycleFailures.get());
     }
 
     /** Opens a session, waiting up to the builder's lease timeout for a free worker. */
@@ -237,6 +239,20 @@ public final class PythonSandbox implements AutoCloseable {
             }
             if (nothingComing) replenish();
         }
+    }
+
+    /**
+     * Returns a session's worker to the idle queue after it reset its interpreter cleanly (recycling);
+     * retires it otherwise.
+     */
+    void recycle(Worker w) {
+        if (closed || !w.alive() || !w.resetForReuse(cfg.hardTimeoutGrace.toMillis() + 2000)) {
+            recycleFailures.incrementAndGet();
+            retire(w);
+            return;
+        }
+        recycled.incrementAndGet();
+        idle.add(w);
     }
 
     /** Kills a worker for good and starts its replacement in the background. */
@@ -572,6 +588,7 @@ public final class PythonSandbox implements AutoCloseable {
         List<String> preImports = List.of();
         Isolation isolation = Isolation.AUTO;
         boolean killStrayProcesses = true;
+        boolean recycleWorkers = false;
         Duration leaseTimeout = Duration.ofSeconds(60);
         Duration spawnTimeout = Duration.ofSeconds(20);
         List<Path> readOnlyBinds = List.of();
@@ -588,7 +605,7 @@ public final class PythonSandbox implements AutoCloseable {
             b.tmpSizeMb = tmpSizeMb; b.cpuLimit = cpuLimit; b.outputHeadChars = outputHeadChars;
             b.outputTailChars = outputTailChars; b.maxOutputBytes = maxOutputBytes; b.maxCodeBytes = maxCodeBytes;
             b.intMaxStrDigits = intMaxStrDigits; b.preImports = List.copyOf(preImports); b.isolation = isolation;
-            b.killStrayProcesses = killStrayProcesses; b.leaseTimeout = leaseTimeout; b.spawnTimeout = spawnTimeout;
+            b.killStrayProcesses = killStrayProcesses; b.recycleWorkers = recycleWorkers; b.leaseTimeout = leaseTimeout; b.spawnTimeout = spawnTimeout;
             b.readOnlyBinds = List.copyOf(readOnlyBinds); b.sandboxUid = sandboxUid;
             b.launcherEnvironment = Map.copyOf(launcherEnvironment);
             return b;
@@ -731,6 +748,23 @@ public final class PythonSandbox implements AutoCloseable {
         /** Kill every process a cell leaves behind at the end of the call (jail only; default true). */
         public Builder killStrayProcesses(boolean kill) {
             this.killStrayProcesses = kill;
+            return this;
+        }
+
+        /**
+         * Reuse a closed session's worker for the next session after resetting its interpreter in place,
+         * instead of killing it and starting a new one (default false). A reset costs about a millisecond
+         * where a jailed respawn costs ~190 ms of CPU, so rollouts that open one session per trajectory
+         * (RL training) run an order of magnitude faster. It is done only when it is clean: no thread left
+         * running, builtins and every module loaded at start-up unchanged, resource limits unchanged; the
+         * namespace, sys.path, environment, working directory, signal handlers and the scratch and /tmp
+         * directories are restored, stray processes killed. Otherwise the worker is killed as usual.
+         * Weaker isolation between sessions than a fresh process: modules first imported during a
+         * session stay loaded (with any state they keep). Use for your own policy's code in training; keep
+         * the default for multi-tenant or adversarial serving.
+         */
+        public Builder recycleWorkers(boolean recycle) {
+            this.recycleWorkers = recycle;
             return this;
         }
 

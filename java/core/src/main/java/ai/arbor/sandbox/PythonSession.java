@@ -22,6 +22,7 @@ public final class PythonSession implements SandboxSession {
     private final PythonSandbox pool;
     private final AtomicBoolean closed = new AtomicBoolean();
     private volatile Worker worker; // written under `this`; read by close() from any thread
+    private volatile boolean inCall; // a call is running on the worker (close() must not recycle it)
 
     PythonSession(PythonSandbox pool, Worker worker) {
         this.pool = pool;
@@ -84,8 +85,13 @@ public final class PythonSession implements SandboxSession {
         }
         long softMillis = Math.max(1, timeout.toMillis());
         long hardMillis = softMillis + cfg.hardTimeoutGrace.toMillis();
-        Worker.Outcome o = w.run(codeBytes, stdinBytes, softMillis, hardMillis);
-        return toResult(o, w, timeout);
+        inCall = true;
+        try {
+            Worker.Outcome o = w.run(codeBytes, stdinBytes, softMillis, hardMillis);
+            return toResult(o, w, timeout);
+        } finally {
+            inCall = false;
+        }
     }
 
     private ExecResult toResult(Worker.Outcome o, Worker w, Duration timeout) {
@@ -189,7 +195,9 @@ public final class PythonSession implements SandboxSession {
 
     /**
      * Kills the worker (a call in progress on another thread returns SANDBOX_ERROR) and returns the
-     * lease. Idempotent.
+     * lease — or, in a sandbox built with {@code recycleWorkers(true)} and with no call in progress, has
+     * the worker reset its interpreter in place and returns it to the pool (killed instead when the reset
+     * is not clean). Idempotent.
      */
     @Override
     public void close() {
@@ -197,7 +205,8 @@ public final class PythonSession implements SandboxSession {
         Worker w = worker;
         if (w != null) {
             worker = null;
-            pool.retire(w);
+            if (pool.config().recycleWorkers && !inCall) pool.recycle(w);
+            else pool.retire(w);
         }
         pool.sessionClosed(this);
     }

@@ -187,6 +187,19 @@ final class Worker {
      * survives); {@code hardMillis} by this method (the process tree is killed).
      */
     Outcome run(byte[] code, byte[] stdin, long softMillis, long hardMillis) {
+        return request("X", code, stdin, softMillis, hardMillis);
+    }
+
+    /**
+     * Asks the worker to reset its interpreter in place for the next session (recycling). True when it
+     * reports a clean reset; false when it must be replaced (it is then already killed if it misbehaved).
+     */
+    boolean resetForReuse(long hardMillis) {
+        Outcome o = request("R", new byte[0], new byte[0], 0, hardMillis);
+        return o.kind() == Kind.DONE && "ok".equals(o.word());
+    }
+
+    private Outcome request(String type, byte[] code, byte[] stdin, long softMillis, long hardMillis) {
         long t0 = System.nanoTime();
         String nonce = newNonce();
         synchronized (lock) {
@@ -198,7 +211,7 @@ final class Worker {
         java.util.concurrent.ScheduledFuture<?> watchdog = code.length + stdin.length > 32768
                 ? WATCHDOG.schedule(this::kill, hardMillis, TimeUnit.MILLISECONDS) : null;
         try {
-            String header = "X " + nonce + " " + softMillis + " " + code.length + " " + stdin.length + "\n";
+            String header = type + " " + nonce + " " + softMillis + " " + code.length + " " + stdin.length + "\n";
             toWorker.write(header.getBytes(StandardCharsets.US_ASCII));
             toWorker.write(code);
             toWorker.write(stdin);

@@ -313,6 +313,85 @@ def _main():
             if pid == 0:
                 time.sleep(0.001)
 
+    # Recycling (PythonSandbox.Builder.recycleWorkers): between sessions the interpreter is reset in
+    # place instead of being killed, when nothing the previous session did can outlive the reset. What is
+    # checked: no extra thread; builtins and every module loaded at boot still hold the objects they held
+    # at boot (names added later are allowed); resource limits unchanged. What is restored: a fresh
+    # __main__ namespace, sys.path, os.environ, the working directory, signal handlers, and empty /tmp and
+    # scratch directories. Modules first imported during a session stay loaded (documented weakening).
+    import threading
+    boot_builtins = dict(builtins.__dict__)
+    boot_modules = {name: (m, dict(vars(m))) for name, m in list(sys.modules.items())
+                    if m is not None and name != '__main__'}
+    boot_path = list(sys.path)
+    boot_environ = dict(os.environ)
+    boot_cwd = os.getcwd()
+    boot_limits = {r: resource.getrlimit(r) for r in (resource.RLIMIT_AS, resource.RLIMIT_NPROC,
+                   resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_CPU, resource.RLIMIT_CORE)}
+    boot_signals = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE,
+                    signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)}
+
+    # names the worker itself rebinds per cell (sys's streams) or Python sets on errors
+    volatile = {'stdout', 'stderr', 'stdin', '__stdout__', '__stderr__', '__stdin__', 'last_type',
+                'last_value', 'last_traceback', 'last_exc', '_'}
+
+    def same_dict(current, snapshot):
+        for k, v in snapshot.items():
+            if current.get(k, snapshot) is not v and k not in volatile:
+                return False
+        return True
+
+    def clear_dir(path):
+        import shutil
+        try:
+            entries = os.listdir(path)
+        except OSError:
+            return
+        for e in entries:
+            full = os.path.join(path, e)
+            try:
+                if os.path.isdir(full) and not os.path.islink(full):
+                    shutil.rmtree(full, ignore_errors=True)
+                else:
+                    os.unlink(full)
+            except OSError:
+                pass
+
+    def reset_interpreter():
+        """Returns '' when the interpreter was reset clean, else the reason it must be replaced."""
+        if threading.active_count() != 1:
+            return 'threads'
+        if not same_dict(builtins.__dict__, boot_builtins):
+            return 'builtins'
+        for name, (m, snap) in boot_modules.items():
+            if sys.modules.get(name) is not m or not same_dict(vars(m), snap):
+                return 'module.' + name
+        for r, v in boot_limits.items():
+            if resource.getrlimit(r) != v:
+                return 'rlimit'
+        ns.clear()
+        ns['__builtins__'] = builtins
+        ns['__name__'] = '__main__'
+        sys.modules['__main__'] = user_main
+        sys.path[:] = boot_path
+        os.environ.clear()
+        os.environ.update(boot_environ)
+        for sig, h in boot_signals.items():
+            try:
+                signal.signal(sig, h)
+            except (OSError, ValueError, TypeError):
+                return 'signals'
+        signal.signal(signal.SIGALRM, on_alarm)
+        try:
+            os.chdir(boot_cwd)
+        except OSError:
+            return 'cwd'
+        for d in (boot_cwd, '/tmp', '/dev/shm'):
+            if d != '/':
+                clear_dir(d)
+        linecache.cache.clear()
+        return ''
+
     def frame(nonce, word):
         return b'\x1eARBOR:' + nonce + b':' + word + b'\n'
 
@@ -322,9 +401,20 @@ def _main():
     _booting[0] = False
     while True:
         header = read_line(256).split(b' ')
-        if len(header) != 5 or header[0] != b'X':
+        if len(header) != 5 or header[0] not in (b'X', b'R'):
             _exit(65)
         nonce = header[1]
+        if header[0] == b'R':
+            if kill_strays:
+                try:
+                    _kill(-1, signal.SIGKILL)
+                    reap_children()
+                except OSError:
+                    pass
+            why = reset_interpreter()
+            write_all(ERR, frame(nonce, b'end'))
+            write_all(OUT, frame(nonce, b'ok' if not why else b'error ' + why.encode('ascii', 'replace')[:90].replace(b' ', b'_')))
+            continue
         timeout_s = int(header[2]) / 1000.0
         code_len, stdin_len = int(header[3]), int(header[4])
         code = read_exact(code_len).decode('utf-8', 'replace')

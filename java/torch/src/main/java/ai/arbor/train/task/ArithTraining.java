@@ -1,0 +1,145 @@
+package ai.arbor.train.task;
+
+import ai.arbor.reward.AnswerChecker;
+import ai.arbor.reward.MathGrader;
+import ai.arbor.rollout.AgentConfig;
+import ai.arbor.rollout.SamplingParams;
+import ai.arbor.rollout.ToolProvider;
+import ai.arbor.rollout.ToolSession;
+import ai.arbor.sandbox.PythonSandbox;
+import ai.arbor.sandbox.SandboxSession;
+import ai.arbor.tools.PythonTool;
+import java.math.BigInteger;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * {@link ArithTask} for training: the Python tool over the local jailed sandbox (one stateful session per
+ * trajectory; workers are reset in place when a session closes, {@code recycleWorkers}), answers graded by
+ * {@link MathGrader}. A solved response reads
+ * <pre>{@code Q: 417*38-2905+66
+ * <python>print(417*38-2905+66)</python> <result>
+ * 12957
+ * </result>\boxed{12957}}</pre>
+ */
+final class ArithTraining implements TrainingTask {
+    /** The cold start: 45 % use the tool plainly, 10 % after CoRT's hints, 45 % answer in their head. */
+    static final Map<DemoStyle, Double> MIX = mix(0.45, 0.10, 0.45);
+    static final String HINT_CODE = "It looks tedious, and we can use python code to simplify the reasoning.";
+    static final String HINT_TRUST = "We don't need to doubt the accuracy of python calculations.";
+
+    private final ArithTask task;
+    private final MathGrader grader = MathGrader.standard();
+    private PythonSandbox sandbox;
+
+    ArithTraining(ArithTask task) {
+        this.task = task;
+    }
+
+    private static Map<DemoStyle, Double> mix(double tool, double hint, double hand) {
+        Map<DemoStyle, Double> m = new LinkedHashMap<>();
+        m.put(DemoStyle.TOOL, tool);
+        m.put(DemoStyle.HINT, hint);
+        m.put(DemoStyle.HAND, hand);
+        return Map.copyOf(m);
+    }
+
+    @Override
+    public String name() {
+        return "arith";
+    }
+
+    @Override
+    public List<Problem> train() {
+        return task.train();
+    }
+
+    @Override
+    public List<Problem> heldOut() {
+        return task.heldOut();
+    }
+
+    /** The sandbox, started on first use (a worker per core, reset in place between sessions). */
+    private synchronized PythonSandbox sandbox() {
+        if (sandbox == null)
+            sandbox = PythonSandbox.builder().recycleWorkers(true).workers(Math.max(4, Runtime.getRuntime().availableProcessors()))
+                    .timeout(Duration.ofSeconds(3)).memoryLimitMb(512).build();
+        return sandbox;
+    }
+
+    @Override
+    public ToolProvider tools() {
+        return () -> {
+            SandboxSession s = sandbox().openSession();
+            return ToolSession.of(List.of(new PythonTool(s)), true, s);
+        };
+    }
+
+    @Override
+    public AnswerChecker checker() {
+        return grader;
+    }
+
+    @Override
+    public boolean questionAnswering() {
+        return false;
+    }
+
+    /** 3 turns, 2 tool calls, 160 tokens per turn, 320 response tokens, observations up to 64 tokens. */
+    @Override
+    public AgentConfig agentConfig(SamplingParams sampling) {
+        return AgentConfig.builder().sampling(sampling.withMaxNewTokens(160)).maxTurns(3).maxToolCalls(2).maxResponseTokens(320)
+                .maxObservationTokens(64).toolTimeout(Duration.ofSeconds(30)).build();
+    }
+
+    @Override
+    public Map<DemoStyle, Double> demoMix() {
+        return MIX;
+    }
+
+    @Override
+    public DemoScript demonstration(Problem p, DemoStyle style) {
+        String program = "<python>" + p.plan().get(0).argument() + "</python>";
+        return switch (style) {
+            case TOOL -> (turn, so) -> turn == 0 ? program : answerFromResult(so, p);
+            case HINT -> (turn, so) -> {
+                if (turn == 0) return firstProduct(p.question()) + " " + HINT_CODE + "\n" + program;
+                String a = answerFromResult(so, p);
+                return a == null ? null : HINT_TRUST + "\n" + a;
+            };
+            case HAND -> (turn, so) -> "\\boxed{" + p.answer() + "}";
+            case PARTIAL -> throw new IllegalArgumentException("arith has no PARTIAL demonstrations (one program solves it)");
+        };
+    }
+
+    /** {@code \boxed{output}} when the last observation holds exactly the gold answer, else null. */
+    private static String answerFromResult(String so, Problem p) {
+        String out = lastResult(so);
+        return out != null && out.strip().equals(p.answer()) ? "\\boxed{" + out.strip() + "}" : null;
+    }
+
+    /** The body of the last {@code <result>…</result>} in {@code text}, or null. */
+    static String lastResult(String text) {
+        int open = text.lastIndexOf("<result>\n");
+        int close = text.lastIndexOf("\n</result>");
+        return open >= 0 && close > open ? text.substring(open + 9, close) : null;
+    }
+
+    /** The hand computation a hint demonstration starts with: the first product, worked out ({@code 417*38=15846.}). */
+    static String firstProduct(String expr) {
+        for (String term : expr.split("[+-]"))
+            if (term.contains("*")) {
+                BigInteger v = ArithTask.evaluate(term);
+                return term + "=" + v + ".";
+            }
+        throw new IllegalArgumentException("no product in " + expr);
+    }
+
+    @Override
+    public synchronized void close() {
+        if (sandbox != null) sandbox.close();
+        sandbox = null;
+    }
+}

@@ -1,0 +1,153 @@
+package ai.arbor.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.awt.image.BufferedImage;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import javax.imageio.ImageIO;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+/**
+ * {@code arbor train}, {@code eval} and {@code compare} end to end with a tiny model and a few steps: the
+ * files they write and what is in them (metrics rows, the plot's panels, the tables' numbers).
+ */
+class TrainCommandTest {
+    static final String[] TINY = {"--model", "16,1,2,1,32", "--sft-steps", "3", "--sft-demos", "16", "--sft-batch", "4", "--steps", "2",
+        "--prompts", "2", "--group-size", "2", "--eval-problems", "3", "--eval-samples", "1", "--train-size", "40"};
+
+    static String run(String... args) {
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        PrintStream old = System.out;
+        int code;
+        try (PrintStream ps = new PrintStream(buf, true, StandardCharsets.UTF_8)) {
+            System.setOut(ps);
+            code = new CommandLine(new Arbor()).execute(args);
+        } finally {
+            System.setOut(old);
+        }
+        String out = buf.toString(StandardCharsets.UTF_8);
+        System.out.println(out);
+        assertEquals(0, code, "exit code of arbor " + String.join(" ", args));
+        return out;
+    }
+
+    static String[] concat(String[] a, String... b) {
+        List<String> l = new ArrayList<>(List.of(a));
+        l.addAll(List.of(b));
+        return l.toArray(new String[0]);
+    }
+
+    @SuppressWarnings("unchecked")
+    static List<Map<String, Object>> jsonl(Path p) throws Exception {
+        ObjectMapper json = new ObjectMapper();
+        List<Map<String, Object>> rows = new ArrayList<>();
+        for (String line : Files.readAllLines(p)) rows.add(json.readValue(line, Map.class));
+        return rows;
+    }
+
+    static double num(Map<String, Object> m, String k) {
+        assertTrue(m.get(k) instanceof Number, k + " in " + m);
+        return ((Number) m.get(k)).doubleValue();
+    }
+
+    /** Non-white pixels in the plot area of each panel (a panel with a drawn line has many). */
+    static int inked(BufferedImage img, int x0, int y0, int w, int h) {
+        int n = 0;
+        for (int y = y0 + 30; y < y0 + h - 50; y++)
+            for (int x = x0 + 62; x < x0 + w - 17; x++) {
+                int rgb = img.getRGB(x, y) & 0xffffff;
+                int r = rgb >> 16, g = (rgb >> 8) & 0xff, b = rgb & 0xff;
+                if (Math.max(r, Math.max(g, b)) - Math.min(r, Math.min(g, b)) > 60) n++;   // coloured (a series), not grey grid
+            }
+        return n;
+    }
+
+    @Test
+    void trainWritesMetricsPlotTableAndCheckpointThenEvalAndCompare(@TempDir Path dir) throws Exception {
+        Path out = dir.resolve("run");
+        String text = run(concat(concat(new String[] {"train"}, TINY), "--recipe", "grpo", "--out", out.toString()));
+        assertTrue(text.contains("Held-out evaluation: task arith, recipe grpo"), text);
+
+        List<Map<String, Object>> rows = jsonl(out.resolve("metrics.jsonl"));
+        List<Map<String, Object>> sft = rows.stream().filter(r -> "sft".equals(r.get("phase"))).toList();
+        List<Map<String, Object>> rl = rows.stream().filter(r -> "rl".equals(r.get("phase"))).toList();
+        List<Map<String, Object>> ev = rows.stream().filter(r -> "eval".equals(r.get("phase"))).toList();
+        assertEquals(3, sft.size());
+        for (int i = 0; i < 3; i++) {
+            assertEquals(i + 1, num(sft.get(i), "step"));
+            assertTrue(num(sft.get(i), "loss") > 0 && num(sft.get(i), "loss") < 10, "SFT cross entropy in nats: " + sft.get(i));
+        }
+        assertEquals(2, rl.size());
+        for (Map<String, Object> r : rl) {
+            assertEquals("grpo", r.get("recipe"));
+            assertEquals(4, num(r, "trajectories"), "2 prompts × 2 chains");
+            for (String k : List.of("accuracy", "tool_use", "tool_failure_rate")) assertTrue(num(r, k) >= 0 && num(r, k) <= 1, k);
+            assertTrue(num(r, "entropy") > 0 && num(r, "entropy") < Math.log(101) + 1e-6, "rollout entropy in (0, ln V]");
+            assertTrue(num(r, "gen_tokens") > 0 && num(r, "seconds") > 0 && num(r, "tool_calls") >= 0);
+            assertTrue(Double.isFinite(num(r, "reward")) && Double.isFinite(num(r, "approx_kl")) && num(r, "clip_frac_high") >= 0);
+            assertTrue(num(r, "kl_ref") >= 0, "GRPO's k3 KL to the reference is reported");
+        }
+        assertEquals(4, ev.size(), "before/after × sampled/greedy");
+
+        BufferedImage png = ImageIO.read(out.resolve("training.png").toFile());
+        assertEquals(1040, png.getWidth(), "two panels per row");
+        assertEquals(40 + 3 * 320, png.getHeight(), "reward, accuracy, entropy, tool calls, sft loss: three rows of panels");
+        assertTrue(inked(png, 0, 40, 520, 320) > 0 || inked(png, 520, 360, 520, 320) > 0, "the curves are drawn");
+        assertTrue(inked(png, 0, 680, 520, 320) > 20, "the SFT loss curve is drawn");
+
+        // the table's numbers are the logged evaluations
+        String table = Files.readString(out.resolve("eval.md"));
+        Matcher m = Pattern.compile("\\| (SFT cold start|after grpo) \\| ([^|]+) \\| ([0-9.]+) \\| ([0-9.]+) \\|").matcher(table);
+        int matched = 0;
+        while (m.find()) {
+            Map<String, Object> e = ev.get(matched++);
+            assertEquals(m.group(1).startsWith("SFT") ? "before" : "after", e.get("when"));
+            assertEquals(e.get("decoding"), m.group(2).trim());
+            assertEquals(String.format(Locale.ROOT, "%.3f", num(e, "accuracy")), m.group(3));
+            assertEquals(String.format(Locale.ROOT, "%.3f", num(e, "tool_use")), m.group(4));
+        }
+        assertEquals(4, matched, table);
+        assertTrue(Files.size(out.resolve("policy.safetensors")) > 1000 && Files.exists(out.resolve("sft.safetensors")));
+
+        // eval of the checkpoint
+        String evalOut = run("eval", "--checkpoint", out.resolve("policy.safetensors").toString(), "--train-size", "40", "--problems", "3",
+                "--samples", "2", "--out", dir.resolve("e.md").toString());
+        String etable = Files.readString(dir.resolve("e.md"));
+        assertTrue(etable.contains("| τ=1.0, 2 samples |") && etable.matches("(?s).*\\| 6 \\|\\n.*\\| greedy \\|.*\\| 3 \\|\\n"), etable);
+        assertTrue(evalOut.contains(etable.strip().lines().findFirst().orElseThrow()));
+
+        // compare at an equal budget, one seed
+        Path cmp = dir.resolve("cmp");
+        run(concat(concat(new String[] {"compare"}, TINY), "--recipes", "grpo,tree-grpo", "--seeds", "1", "--budget", "60", "--steps", "1",
+                "--out", cmp.toString()));
+        String ctable = Files.readString(cmp.resolve("compare.md"));
+        assertTrue(ctable.startsWith("`arbor compare --model 16,1,2,1,32"), ctable);
+        for (String who : List.of("| SFT (start) |", "| grpo |", "| tree-grpo |")) assertTrue(ctable.contains(who), who + " in\n" + ctable);
+        Map<?, ?> cj = new ObjectMapper().readValue(cmp.resolve("compare.json").toFile(), Map.class);
+        List<?> runs = (List<?>) cj.get("runs");
+        assertEquals(3, runs.size());
+        for (Object o : runs) {
+            Map<?, ?> r = (Map<?, ?>) o;
+            if (r.get("recipe").equals("sft")) continue;
+            // a 60-token budget per prompt: each of the 2 prompts stops adding work once it is spent
+            long spent = ((Number) r.get("gen_tokens")).longValue();
+            assertTrue(spent >= 2 * 60, r.get("recipe") + " spent its budget: " + spent);
+        }
+        assertEquals(1040, ImageIO.read(cmp.resolve("compare.png").toFile()).getWidth());
+        assertTrue(Files.exists(cmp.resolve("seed1/sft/policy.safetensors")) && Files.exists(cmp.resolve("seed1/tree-grpo/metrics.jsonl")));
+    }
+}

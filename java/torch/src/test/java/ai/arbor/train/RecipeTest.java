@@ -1,0 +1,184 @@
+package ai.arbor.train;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.arbor.advantage.AdvantageEstimator;
+import ai.arbor.advantage.DegenerateGroupFilter;
+import ai.arbor.advantage.TokenShaping;
+import ai.arbor.advantage.ToolAwareFilter;
+import ai.arbor.kernels.ClipMode;
+import ai.arbor.kernels.KlType;
+import ai.arbor.kernels.LossAgg;
+import ai.arbor.kernels.PolicyLossConfig;
+import ai.arbor.reward.OutcomeReward;
+import ai.arbor.reward.RewardFunction;
+import ai.arbor.reward.TrajectorySummary;
+import ai.arbor.rollout.AgentConfig;
+import ai.arbor.rollout.Budget;
+import ai.arbor.rollout.SamplingParams;
+import ai.arbor.train.task.TrainingTask;
+import ai.arbor.tree.AepoRollout;
+import ai.arbor.tree.ArpoRollout;
+import ai.arbor.tree.BranchRule;
+import ai.arbor.tree.ChainRollout;
+import ai.arbor.tree.TreeGrpoRollout;
+import java.util.List;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** Each recipe builds the strategy, estimator, shaping, loss, filters and reward its paper says (ALGORITHMS.md §6). */
+class RecipeTest {
+    static TrainingTask arith, kb;
+    static AgentConfig arithAgent;
+
+    @BeforeAll
+    static void tasks() {
+        arith = TrainingTask.create("arith", 1, 10, 5);
+        kb = TrainingTask.create("kb", 1, 10, 5);
+        arithAgent = arith.agentConfig(SamplingParams.defaults());
+    }
+
+    @AfterAll
+    static void close() {
+        arith.close();
+        kb.close();
+    }
+
+    static void assertLoss(PolicyLossConfig c, ClipMode mode, double lo, double hi, KlType kl, double beta) {
+        assertEquals(mode, c.clipMode());
+        assertEquals(lo, c.epsLow(), 0);
+        assertEquals(hi, c.epsHigh(), 0);
+        assertEquals(kl, c.klType());
+        if (kl != KlType.NONE) assertEquals(beta, c.klCoef(), 0);
+        assertEquals(LossAgg.TOKEN_MEAN, c.agg());
+        assertEquals(0.0, c.entropyCoef(), 0);
+        assertEquals(0.7, c.temperature(), 0, "the loss uses the rollout temperature");
+    }
+
+    static TrajectorySummary said(String text, int calls, int tokens) {
+        return new TrajectorySummary(text, calls, 0, tokens, false);
+    }
+
+    @Test
+    void grpo() {
+        Recipe r = Recipe.GRPO;
+        assertEquals(Recipe.Kind.POLICY_GRADIENT, r.kind());
+        assertInstanceOf(ChainRollout.class, r.strategy(0, Budget.UNLIMITED));
+        assertEquals("chains(n=8)", r.strategy(0, Budget.UNLIMITED).name());
+        assertEquals(AdvantageEstimator.GRPO, r.estimator());
+        assertEquals(TokenShaping.broadcast(), r.shaping());
+        assertLoss(r.loss(0.7), ClipMode.PPO, 0.2, 0.2, KlType.K3, 0.001);
+        assertTrue(r.filters().isEmpty());
+        RewardFunction f = r.reward(arith, arithAgent);
+        assertInstanceOf(OutcomeReward.class, f);
+        assertEquals(1.0, f.reward(said("\\boxed{12}", 0, 10), List.of("12")), 0);
+        assertEquals(0.0, f.reward(said("\\boxed{13}", 3, 10), List.of("12")), 0);
+    }
+
+    @Test
+    void grpoTcrAndTaoRl() {
+        for (Recipe r : List.of(Recipe.GRPO_TCR, Recipe.TAO_RL)) {
+            assertEquals("chains(n=8)", r.strategy(0, Budget.UNLIMITED).name());
+            assertEquals(AdvantageEstimator.GRPO, r.estimator());
+            assertLoss(r.loss(0.7), ClipMode.PPO, 0.2, 0.28, KlType.NONE, 0);
+            RewardFunction f = r.reward(arith, arithAgent);
+            // 1 if correct, else min(−0.6, −1 + 0.1·calls); DAPO overlong with L_max 320, buffer 64: 0 up to 256 tokens
+            assertEquals(1.0, f.reward(said("\\boxed{12}", 1, 100), List.of("12")), 1e-12);
+            assertEquals(-1.0, f.reward(said("\\boxed{13}", 0, 100), List.of("12")), 1e-12);
+            assertEquals(-0.8, f.reward(said("\\boxed{13}", 2, 100), List.of("12")), 1e-12);
+            assertEquals(-0.6, f.reward(said("\\boxed{13}", 7, 100), List.of("12")), 1e-12);
+            assertEquals(1.0 + (256 - 300) / 64.0, f.reward(said("\\boxed{12}", 1, 300), List.of("12")), 1e-12);
+        }
+        assertEquals(TokenShaping.broadcast(), Recipe.GRPO_TCR.shaping());
+        assertTrue(Recipe.GRPO_TCR.filters().isEmpty());
+        // TAO-RL: GRPO-TCR + tool-aware filter (strength 1) + degenerate groups (std < 1e-3, singletons kept) + post-tool shaping
+        assertEquals(List.of(new ToolAwareFilter(1f), new DegenerateGroupFilter(1e-3, true)), Recipe.TAO_RL.filters());
+        TokenShaping tao = Recipe.TAO_RL.shaping();
+        assertEquals(TokenShaping.Mode.TAO_RL, tao.mode());
+        assertEquals(0.01f, tao.coef(), 0);
+        assertEquals(0.2, tao.topFraction(), 0);
+    }
+
+    @Test
+    void treeGrpo() {
+        Recipe r = Recipe.TREE_GRPO;
+        TreeGrpoRollout s = (TreeGrpoRollout) r.strategy(0, Budget.UNLIMITED);
+        assertEquals(new TreeGrpoRollout.Config(2, 2, 1, 3, Budget.UNLIMITED), s.config());   // M, N, L, K
+        Budget b = new Budget(600, 6);
+        assertEquals(new TreeGrpoRollout.Config(4, 2, 0, 0, b), ((TreeGrpoRollout) r.strategy(12, b)).config(),
+                "with a budget: iterate until it is spent, keep every leaf");
+        assertEquals(AdvantageEstimator.TREE_GRPO, r.estimator());
+        assertEquals(TokenShaping.broadcast(), r.shaping());
+        PolicyLossConfig c = r.loss(0.7);
+        assertLoss(c, ClipMode.DUAL_CLIP, 0.2, 0.2, KlType.K3, 0.001);
+        assertEquals(3.0, c.dualClipC(), 0);
+        // QA: exact match with format terms 1 / 0.8 / 0.2 / 0.1 (well-formed = calls with results, then one answer)
+        RewardFunction f = r.reward(kb, kb.agentConfig(SamplingParams.defaults()));
+        String ok = "<search>Bo Ka</search> <result>\nDoc 1(Title: Bo Ka) Bo Ka works at Zu Corp.\n</result><answer>Zu Corp</answer>";
+        assertEquals(1.0, f.reward(said(ok, 1, 50), List.of("Zu Corp")), 1e-12);
+        assertEquals(0.2, f.reward(said(ok, 1, 50), List.of("Lomi")), 1e-12);
+        assertEquals(0.8, f.reward(said("<search>Bo</search><answer>Zu Corp</answer>", 1, 50), List.of("Zu Corp")), 1e-12);
+        assertEquals(0.1, f.reward(said("<search>Bo</search><answer>Lomi</answer>", 1, 50), List.of("Zu Corp")), 1e-12);
+        assertEquals(0.0, f.reward(said("no answer", 0, 50), List.of("Zu Corp")), 1e-12);
+        assertInstanceOf(OutcomeReward.class, r.reward(arith, arithAgent), "math: outcome 1/0");
+    }
+
+    @Test
+    void arpoAndAepo() {
+        ArpoRollout arpo = (ArpoRollout) Recipe.ARPO.strategy(0, Budget.UNLIMITED);
+        assertEquals(ArpoRollout.Config.defaults(), arpo.config());
+        assertEquals(16, arpo.config().paths());
+        assertEquals(8, arpo.config().initialPaths());
+        assertEquals(1, arpo.config().branchesPerEvent());
+        assertEquals(BranchRule.arpoCode(), arpo.config().rule());
+        assertLoss(Recipe.ARPO.loss(0.7), ClipMode.PPO, 0.2, 0.2, KlType.NONE, 0);
+        assertEquals(TokenShaping.broadcast(), Recipe.ARPO.shaping());
+
+        AepoRollout aepo = (AepoRollout) Recipe.AEPO.strategy(0, Budget.UNLIMITED);
+        assertEquals(AepoRollout.Config.defaults(), aepo.config());
+        assertEquals(16, aepo.config().paths());
+        assertEquals(AepoRollout.SplitRule.CODE, aepo.config().splitRule());
+        assertEquals(0.5, aepo.config().splitBeta(), 0);
+        PolicyLossConfig c = Recipe.AEPO.loss(0.7);
+        assertLoss(c, ClipMode.AEPO_STOP_GRADIENT, 0.2, 0.2, KlType.NONE, 0);
+        assertEquals(1.0, c.aepoTopEntropyFraction(), 0, "the stop-gradient clip on every token (released code)");
+        assertEquals(TokenShaping.Mode.AEPO, Recipe.AEPO.shaping().mode());
+        assertEquals(0.2f, Recipe.AEPO.shaping().coef(), 0);
+        assertEquals(AdvantageEstimator.GRPO, Recipe.AEPO.estimator());
+
+        Budget b = Budget.tokens(500);
+        assertEquals(b, ((AepoRollout) Recipe.AEPO.strategy(8, b)).config().budget());
+        assertEquals(64, ((AepoRollout) Recipe.AEPO.strategy(8, b)).config().paths(), "with a budget the path count is only a cap");
+        assertEquals(b, ((ArpoRollout) Recipe.ARPO.strategy(8, b)).config().budget());
+    }
+
+    @Test
+    void supervisedRecipesAndNames() {
+        assertFalse(Recipe.SFT.samples());
+        assertThrows(IllegalStateException.class, () -> Recipe.SFT.strategy(0, Budget.UNLIMITED));
+        assertEquals(Recipe.Kind.REJECTION_SAMPLING, Recipe.RFT.kind());
+        assertEquals("chains(n=8)", Recipe.RFT.strategy(0, Budget.UNLIMITED).name());
+        for (Recipe r : Recipe.values()) assertEquals(r, Recipe.byName(r.cliName()));
+        assertEquals(Recipe.TREE_GRPO, Recipe.byName(" Tree_GRPO "));
+        assertEquals(List.of("sft", "rft", "grpo", "grpo-tcr", "tree-grpo", "arpo", "aepo", "tao-rl"),
+                java.util.Arrays.stream(Recipe.values()).map(Recipe::cliName).toList());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Recipe.byName("ppo"));
+        assertTrue(e.getMessage().contains("tree-grpo"), e.getMessage());
+    }
+
+    @Test
+    void wellFormedResponses() {
+        var wf = TrainingTask.WELL_FORMED;
+        assertTrue(wf.test("\\boxed{12}"));
+        assertTrue(wf.test("<python>print(1)</python> <result>\n1\n</result>\\boxed{1}"));
+        assertTrue(wf.test("417*38=15846. It looks tedious.\n<python>print(1)</python> <result>\n1\n</result>We don't need to doubt.\n\\boxed{1}"));
+        assertFalse(wf.test("<python>print(1)</python>\\boxed{1}"), "a call without its result");
+        assertFalse(wf.test("<answer>a</answer><answer>b</answer>"), "two answers");
+        assertFalse(wf.test("<search>x</search> <result>\ny\n</result>"), "no answer");
+    }
+}

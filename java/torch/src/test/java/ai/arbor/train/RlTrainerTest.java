@@ -1,0 +1,178 @@
+package ai.arbor.train;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.arbor.advantage.Advantages;
+import ai.arbor.reward.AnswerChecker;
+import ai.arbor.reward.MathGrader;
+import ai.arbor.rollout.AgentConfig;
+import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.rollout.FinishReason;
+import ai.arbor.rollout.Generation;
+import ai.arbor.rollout.GenerationRequest;
+import ai.arbor.rollout.Generator;
+import ai.arbor.rollout.SamplingParams;
+import ai.arbor.rollout.Seeds;
+import ai.arbor.rollout.ToolCallStatus;
+import ai.arbor.rollout.ToolProvider;
+import ai.arbor.tools.Observation;
+import ai.arbor.tools.Tool;
+import ai.arbor.torch.model.CpuThreads;
+import ai.arbor.torch.model.PolicyConfig;
+import ai.arbor.torch.model.ReferencePolicy;
+import ai.arbor.train.task.DemoScript;
+import ai.arbor.train.task.DemoStyle;
+import ai.arbor.train.task.Problem;
+import ai.arbor.train.task.TrainingTask;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The RL step with a scripted policy and a tool whose infrastructure fails on demand: trajectories with an
+ * infrastructure failure leave both the group statistics and the loss (never a reward of 0 that would punish
+ * them), the others get exactly GRPO's advantages over the remaining members, the step trains and invalidates.
+ */
+class RlTrainerTest {
+    static final CharTokenizer TOK = CharTokenizer.ascii();
+
+    @BeforeAll
+    static void threads() {
+        CpuThreads.set(1);
+    }
+
+    /** Three problems with known answers; a "python" tool that fails as infrastructure on "boom". */
+    static final class StubTask implements TrainingTask {
+        final List<Problem> problems = List.of(new Problem("p0", "2*3", List.of("6"), List.of()),
+                new Problem("p1", "4*5", List.of("20"), List.of()), new Problem("p2", "7*7", List.of("49"), List.of()));
+        final Tool python = new Tool() {
+            public String name() { return "python"; }
+            public String description() { return "stub"; }
+            public String parametersSchema() { return "{}"; }
+            public Observation call(String args) {
+                return args.contains("boom") ? Observation.infrastructureFailure("sandbox unavailable", null) : Observation.ok("1", null);
+            }
+        };
+
+        public String name() { return "stub"; }
+        public List<Problem> train() { return problems; }
+        public List<Problem> heldOut() { return problems; }
+        public ToolProvider tools() { return ToolProvider.shared(python); }
+        public AnswerChecker checker() { return MathGrader.standard(); }
+        public boolean questionAnswering() { return false; }
+        public AgentConfig agentConfig(SamplingParams s) {
+            return AgentConfig.builder().sampling(s.withMaxNewTokens(40)).maxTurns(3).maxToolCalls(2).maxResponseTokens(120)
+                    .toolTimeout(Duration.ofSeconds(10)).build();
+        }
+        public Map<DemoStyle, Double> demoMix() { return Map.of(DemoStyle.HAND, 1.0); }
+        public DemoScript demonstration(Problem p, DemoStyle style) { return (t, so) -> "\\boxed{" + p.answer() + "}"; }
+        public void close() {}
+    }
+
+    /**
+     * A path's first turn depends on its seed: the right answer, a wrong one, or a tool call whose
+     * infrastructure fails — after which the path answers correctly (so a trainer that did not mask it would
+     * see a correct trajectory). Logprob −0.5 and entropy 1 per token.
+     */
+    static final class Scripted implements Generator {
+        final Map<String, String> answers = Map.of("2*3", "6", "4*5", "20", "7*7", "49");
+
+        public CompletableFuture<Generation> generate(GenerationRequest r) {
+            String ctx = TOK.decode(r.context().toArray());
+            String q = ctx.substring(ctx.indexOf("Q: ") + 3, ctx.indexOf('\n'));
+            String text;
+            if (ctx.contains("<result>")) text = "\\boxed{" + answers.get(q) + "}";
+            else text = switch (Math.floorMod(Seeds.mix64(r.seed()), 3)) {
+                case 0 -> "\\boxed{" + answers.get(q) + "}";
+                case 1 -> "\\boxed{0}";
+                default -> "<python>boom</python>";
+            };
+            int[] ids = TOK.encode(text);
+            boolean call = text.endsWith("</python>");
+            if (!call) {
+                ids = Arrays.copyOf(ids, ids.length + 1);
+                ids[ids.length - 1] = TOK.eosId();
+            }
+            float[] lp = new float[ids.length], h = new float[ids.length];
+            Arrays.fill(lp, -0.5f);
+            Arrays.fill(h, 1f);
+            return CompletableFuture.completedFuture(call ? new Generation(ids, lp, h, FinishReason.STOP_STRING, "</python>", -1)
+                    : new Generation(ids, lp, h, FinishReason.STOP_TOKEN, null, TOK.eosId()));
+        }
+
+        public void close() {}
+    }
+
+    @Test
+    void infrastructureFailuresAreMaskedNotPunished() {
+        PolicyConfig cfg = new PolicyConfig(TOK.vocabSize(), 32, 1, 2, 1, 64, 256, 10_000.0, 1e-6, true, 3);
+        AtomicInteger invalidations = new AtomicInteger();
+        try (StubTask task = new StubTask(); ReferencePolicy p = ReferencePolicy.create(cfg); ReferencePolicy ref = TrainingRun.copy(p);
+             Trainer tr = new Trainer(p, OptimConfig.adamW(1e-3), 10, 4096, TOK.vocabSize());
+             RlTrainer rl = new RlTrainer(task, TOK, tr, new Scripted(), invalidations::incrementAndGet, ref,
+                     new RlTrainer.Config(Recipe.GRPO, 6, null, 1.0, 1, 1, RlTrainer.OldLogprobs.BEHAVIOUR, 2), 4096, 2)) {
+            RlTrainer.Rollout ro = rl.rollout(task.train(), 11);
+            List<RlTrainer.Scored> scored = ro.scored();
+            assertEquals(18, scored.size());
+            int infra = 0;
+            for (RlTrainer.Scored s : scored) {
+                boolean failed = s.trajectory().toolCalls().stream().anyMatch(c -> c.status() == ToolCallStatus.INFRASTRUCTURE_ERROR);
+                assertEquals(failed, s.infrastructureFailure());
+                if (failed) {
+                    infra++;
+                    assertTrue(s.trajectory().responseText(TOK).endsWith("\\boxed{" + s.problem().answer() + "}"),
+                            "the failed path still answered correctly: " + s.trajectory().responseText(TOK));
+                    assertEquals(0.0, s.reward(), 0, "no reward is computed for a masked trajectory");
+                    assertTrue(!s.correct());
+                }
+            }
+            assertTrue(infra >= 2 && infra <= 14, "the seeds give a mix of failures and answers: " + infra);
+
+            RlTrainer.Prepared prep = rl.prepare(scored, ro.prompts());
+            // expected: GRPO over the trajectories WITHOUT infrastructure failure only
+            List<Integer> live = new ArrayList<>();
+            for (int i = 0; i < scored.size(); i++) if (!scored.get(i).infrastructureFailure()) live.add(i);
+            float[] rewards = new float[live.size()];
+            int[] groups = new int[live.size()];
+            for (int k = 0; k < live.size(); k++) {
+                rewards[k] = scored.get(live.get(k)).trajectory().responseText(TOK).contains("\\boxed{" + scored.get(live.get(k)).problem().answer() + "}") ? 1 : 0;
+                groups[k] = scored.get(live.get(k)).group();
+            }
+            float[] expected = Advantages.grpo(rewards, groups, true);
+            for (int i = 0, k = 0; i < scored.size(); i++) {
+                if (scored.get(i).infrastructureFailure()) assertTrue(Float.isNaN(prep.sequenceAdvantages()[i]), "masked trajectory " + i);
+                else assertEquals(expected[k++], prep.sequenceAdvantages()[i], 1e-6f, "advantage of trajectory " + i);
+            }
+            assertEquals(live.size(), prep.sequences().size(), "only trajectories without infrastructure failure are trained");
+            for (int j = 0; j < prep.sequences().size(); j++) {
+                int src = prep.source()[j];
+                assertTrue(!scored.get(src).infrastructureFailure());
+                Sequence s = prep.sequences().get(j);
+                for (int q = 0; q < s.length(); q++)
+                    if (s.mask()[q]) {
+                        assertEquals(-0.5f, s.oldLogprobs()[q], 0, "behaviour log-probs carried to the trained positions");
+                        assertEquals(prep.sequenceAdvantages()[src], s.advantages()[q], 0, "broadcast advantage");
+                    }
+            }
+
+            Map<String, Object> m = rl.step(task.train(), 11);
+            assertEquals(infra, ((Number) m.get("infra_masked")).intValue(), "same seed, same rollouts");
+            assertEquals(live.size(), ((Number) m.get("trained_sequences")).intValue());
+            assertEquals(1, ((Number) m.get("optimizer_steps")).intValue());
+            assertTrue(Double.isFinite(((Number) m.get("loss")).doubleValue()));
+            double acc = ((Number) m.get("accuracy")).doubleValue(), reward = ((Number) m.get("reward")).doubleValue();
+            double sum = 0;
+            for (float r : rewards) sum += r;
+            assertEquals(sum / live.size(), acc, 1e-9, "accuracy over the trajectories that were not masked");
+            assertEquals(sum / live.size(), reward, 1e-9);
+            assertEquals(1, invalidations.get(), "the generator is told after the update");
+        }
+    }
+}

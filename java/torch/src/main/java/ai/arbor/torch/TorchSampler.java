@@ -3,7 +3,6 @@ package ai.arbor.torch;
 import ai.arbor.kernels.Check;
 import ai.arbor.kernels.DType;
 import ai.arbor.kernels.LogitsView;
-import ai.arbor.kernels.MemRef;
 import ai.arbor.kernels.Sampler;
 import ai.arbor.kernels.SamplingParams;
 import java.util.List;

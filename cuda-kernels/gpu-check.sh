@@ -11,8 +11,8 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-out="${1:-$root/gpu-check-out}"
-shift || true
+out="$root/gpu-check-out"
+if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then out="$1"; shift; fi  # `gpu-check.sh --quick` keeps the default OUTDIR
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 log="$out/gpu-check.log"

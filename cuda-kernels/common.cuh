@@ -166,7 +166,8 @@ __device__ SoftmaxState block_row_stats(const typename E::T* row, int64_t n, flo
     return block_merge(st);
 }
 
-// Threads per block for a row of n columns.
+// Threads per block for a row of n columns (at most ARBOR_ROW_MAX_THREADS).
+#define ARBOR_ROW_MAX_THREADS 512
 static inline int row_block_threads(int64_t n) { return n >= 32768 ? 512 : (n >= 2048 ? 256 : 128); }
 
 static inline unsigned row_grid(int64_t rows) { return (unsigned)(rows < (1 << 20) ? rows : (1 << 20)); }

@@ -58,8 +58,9 @@ __global__ void pl_seq_accum_kernel(const float* __restrict__ mask, const int32_
     }
 }
 
-__global__ void pl_seq_finish_kernel(arbor_pl::Workspace ws, int64_t ns, int agg_mode, double given,
-                                     double* __restrict__ counts) {
+__global__ void __launch_bounds__(1024)
+pl_seq_finish_kernel(arbor_pl::Workspace ws, int64_t ns, int agg_mode, double given,
+                     double* __restrict__ counts) {
     __shared__ unsigned long long sh_seqs[32];
     __shared__ unsigned int sh_max[32];
     unsigned long long seqs = 0;
@@ -140,7 +141,8 @@ __device__ __forceinline__ void pl_store_parts(float* parts, int64_t rows, int64
 }
 
 // One block: sums[k] = Σ_r parts[k * rows + r] in double, in an order fixed by (rows, blockDim).
-__global__ void pl_reduce_kernel(const float* __restrict__ parts, int64_t rows, double* __restrict__ sums) {
+__global__ void __launch_bounds__(1024)
+pl_reduce_kernel(const float* __restrict__ parts, int64_t rows, double* __restrict__ sums) {
     __shared__ double sh[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     for (int k = 0; k < ARBOR_PL_NUM_SUMS; ++k) {
@@ -186,14 +188,15 @@ __global__ void pl_rows_kernel(arbor_policy_loss_config c, int64_t rows, const f
 }
 
 template <class E, class O>
-__global__ void pl_fused_kernel(arbor_policy_loss_config c, const typename E::T* logits, int64_t rows, int64_t vocab,
-                                int64_t row_stride, int64_t vocab_limit, const void* __restrict__ labels, int label_dtype,
-                                const float* __restrict__ old_logprob, const float* __restrict__ advantages,
-                                const float* __restrict__ mask, const float* __restrict__ weights,
-                                const float* __restrict__ ref_logprob, const float* __restrict__ select_entropy,
-                                float* __restrict__ logprob_out, float* __restrict__ entropy_out,
-                                float* __restrict__ grad_logprob_out, float* __restrict__ grad_entropy_out,
-                                typename O::T* grad, int64_t grad_row_stride, float* __restrict__ parts, bool vec_ok) {
+__global__ void __launch_bounds__(ARBOR_ROW_MAX_THREADS)
+pl_fused_kernel(arbor_policy_loss_config c, const typename E::T* logits, int64_t rows, int64_t vocab,
+                int64_t row_stride, int64_t vocab_limit, const void* __restrict__ labels, int label_dtype,
+                const float* __restrict__ old_logprob, const float* __restrict__ advantages,
+                const float* __restrict__ mask, const float* __restrict__ weights,
+                const float* __restrict__ ref_logprob, const float* __restrict__ select_entropy,
+                float* __restrict__ logprob_out, float* __restrict__ entropy_out,
+                float* __restrict__ grad_logprob_out, float* __restrict__ grad_entropy_out,
+                typename O::T* grad, int64_t grad_row_stride, float* __restrict__ parts, bool vec_ok) {
     constexpr int VEC = E::VEC;
     __shared__ float s_zy;
     const float inv_t = 1.0f / c.temperature;

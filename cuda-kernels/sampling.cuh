@@ -28,7 +28,7 @@ namespace arbor_cuda {
 
 namespace sm = arbor::smath;
 
-#define ARBOR_SAMPLE_MAX_WARPS 16  // row_block_threads() never exceeds 512 threads
+#define ARBOR_SAMPLE_MAX_WARPS (ARBOR_ROW_MAX_THREADS / 32)  // row_block_threads()' largest block
 
 // (key, column) with the larger key, or the lower column on equal keys; column INT64_MAX = none.
 __device__ __forceinline__ bool sample_better(float k, int64_t i, float bk, int64_t bi) {
@@ -179,10 +179,11 @@ __device__ float block_select(SelectShared& sh, const typename E::T* row, int64_
 }
 
 template <class E>
-__global__ void sample_kernel(const typename E::T* __restrict__ logits, int64_t rows, int64_t row_stride, int64_t n,
-                              sm::SampleArgs a, void* __restrict__ tokens, int token_dtype,
-                              float* __restrict__ logprob_sampled, float* __restrict__ logprob,
-                              float* __restrict__ entropy, bool vec_ok) {
+__global__ void __launch_bounds__(ARBOR_ROW_MAX_THREADS)
+sample_kernel(const typename E::T* __restrict__ logits, int64_t rows, int64_t row_stride, int64_t n,
+              sm::SampleArgs a, void* __restrict__ tokens, int token_dtype,
+              float* __restrict__ logprob_sampled, float* __restrict__ logprob,
+              float* __restrict__ entropy, bool vec_ok) {
     __shared__ SelectShared sel;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const bool masked = a.row_mask != nullptr && !a.row_mask[r];

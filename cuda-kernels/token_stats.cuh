@@ -13,11 +13,13 @@
 
 namespace arbor_cuda {
 
+// __launch_bounds__: without it ptxas may use > 128 registers per thread, and a 512-thread launch fails.
 template <class E>
-__global__ void token_stats_fwd_kernel(const typename E::T* __restrict__ logits, int64_t rows, int64_t row_stride,
-                                       int64_t vocab_limit, const void* __restrict__ labels, int label_dtype,
-                                       float inv_t, const uint8_t* __restrict__ row_mask, float* __restrict__ logprob,
-                                       float* __restrict__ entropy, float* __restrict__ lse, bool vec_ok) {
+__global__ void __launch_bounds__(ARBOR_ROW_MAX_THREADS)
+token_stats_fwd_kernel(const typename E::T* __restrict__ logits, int64_t rows, int64_t row_stride,
+                       int64_t vocab_limit, const void* __restrict__ labels, int label_dtype,
+                       float inv_t, const uint8_t* __restrict__ row_mask, float* __restrict__ logprob,
+                       float* __restrict__ entropy, float* __restrict__ lse, bool vec_ok) {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         if (row_mask != nullptr && !row_mask[r]) {
             if (threadIdx.x == 0) {
@@ -53,12 +55,13 @@ __device__ __forceinline__ float grad_elem(float z, float lse, float H, float a,
 }
 
 template <class E, class O>
-__global__ void token_stats_bwd_kernel(const typename E::T* logits, int64_t rows, int64_t vocab, int64_t row_stride,
-                                       int64_t vocab_limit, const void* __restrict__ labels, int label_dtype,
-                                       float inv_t, const uint8_t* __restrict__ row_mask,
-                                       const float* __restrict__ lse_in, const float* __restrict__ ent_in,
-                                       const float* __restrict__ grad_logprob, const float* __restrict__ grad_entropy,
-                                       typename O::T* grad, int64_t grad_row_stride, bool vec_ok) {
+__global__ void __launch_bounds__(ARBOR_ROW_MAX_THREADS)
+token_stats_bwd_kernel(const typename E::T* logits, int64_t rows, int64_t vocab, int64_t row_stride,
+                       int64_t vocab_limit, const void* __restrict__ labels, int label_dtype,
+                       float inv_t, const uint8_t* __restrict__ row_mask,
+                       const float* __restrict__ lse_in, const float* __restrict__ ent_in,
+                       const float* __restrict__ grad_logprob, const float* __restrict__ grad_entropy,
+                       typename O::T* grad, int64_t grad_row_stride, bool vec_ok) {
     constexpr int VEC = E::VEC;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         typename O::T* out = grad + r * grad_row_stride;

@@ -6,6 +6,7 @@
 #include "harness.h"
 
 int main(int argc, char** argv) {
+    setvbuf(stdout, nullptr, _IOLBF, 0);  // stdout is a pipe (tee): flush per line, so a hang or kill keeps the log
     harness::Ctx c;
     c.outdir = argc > 1 ? argv[1] : "gpu-check-out";
     for (int i = 2; i < argc; ++i)

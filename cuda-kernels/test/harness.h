@@ -52,10 +52,13 @@ struct DevBuf {
     ~DevBuf() { cudaFree(p); }
     DevBuf(const DevBuf&) = delete;
     DevBuf& operator=(const DevBuf&) = delete;
-    void upload(const std::vector<T>& h) { CUDA_OK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+    // (empty vectors have data() == nullptr: no zero-byte cudaMemcpy with a null host pointer)
+    void upload(const std::vector<T>& h) {
+        if (!h.empty()) CUDA_OK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    }
     std::vector<T> download() const {
         std::vector<T> h(n);
-        CUDA_OK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+        if (n > 0) CUDA_OK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
         return h;
     }
 };
@@ -101,7 +104,22 @@ inline void record_check(Ctx& c, const char* kernel, const std::string& what, do
     bool ok = err_over_tol <= 1.0 && !std::isnan(err_over_tol);
     if (!ok) c.failures++;
     printf("  %-28s %-60s err/tol %8.4f %s\n", kernel, what.c_str(), err_over_tol, ok ? "ok" : "FAIL");
-    if (c.checks_csv) fprintf(c.checks_csv, "%s,\"%s\",%.6g,%d\n", kernel, what.c_str(), err_over_tol, ok ? 1 : 0);
+    if (c.checks_csv) {
+        fprintf(c.checks_csv, "%s,\"%s\",%.6g,%d\n", kernel, what.c_str(), err_over_tol, ok ? 1 : 0);
+        fflush(c.checks_csv);  // keep what was checked if a later kernel hangs or the run is killed
+    }
+}
+
+// An exact-equality check: `mismatches` must be 0. (Not record_check(count): err/tol <= 1 would let a
+// single mismatch pass.)
+inline void record_mismatches(Ctx& c, const char* kernel, const std::string& what, double mismatches) {
+    if (mismatches == 0.0) {
+        record_check(c, kernel, what, 0.0);
+    } else {
+        char n[64];
+        snprintf(n, sizeof n, " [%.0f mismatches]", mismatches);
+        record_check(c, kernel, what + n, INFINITY);
+    }
 }
 
 inline void record_time(Ctx& c, const char* kernel, const std::string& shape, const char* dtype, double ms,
@@ -109,15 +127,19 @@ inline void record_time(Ctx& c, const char* kernel, const std::string& shape, co
     double gbps = bytes / (ms * 1e-3) / 1e9;
     printf("  %-28s %-22s %-5s %9.3f ms %8.1f GB/s %6.1f%% of copy\n", kernel, shape.c_str(), dtype, ms, gbps,
            100.0 * gbps / c.copy_gbps);
-    if (c.times_csv)
+    if (c.times_csv) {
         fprintf(c.times_csv, "%s,%s,%s,%.6f,%.0f,%.2f,%.4f\n", kernel, shape.c_str(), dtype, ms, bytes, gbps,
                 gbps / c.copy_gbps);
+        fflush(c.times_csv);
+    }
 }
 
-// |a - b| / tol with infinities required to match exactly (returns 0 or +inf).
+// |a - b| / tol with NaN and infinities required to match exactly (returns 0 or +inf). Never NaN: the
+// callers fold with std::max, which would silently drop a NaN ratio.
 inline double err_ratio(double expected, double actual, double tol) {
     if (std::isnan(expected)) return std::isnan(actual) ? 0.0 : INFINITY;
     if (std::isinf(expected)) return expected == actual ? 0.0 : INFINITY;
+    if (!std::isfinite(actual)) return INFINITY;
     return fabs(expected - actual) / tol;
 }
 

@@ -5,11 +5,28 @@ import csv
 import sys
 
 out = sys.argv[1]
-kt = list(csv.DictReader(open(f"{out}/kernel_times.csv")))
-try:
-    tt = list(csv.DictReader(open(f"{out}/torch_times.csv")))
-except FileNotFoundError:
-    tt = []
+
+
+def rows(name, fields):
+    """The well-formed rows of a CSV (a run killed mid-write leaves a short last line); [] if absent."""
+    try:
+        with open(f"{out}/{name}") as f:
+            result = []
+            for r in csv.DictReader(f):
+                try:
+                    for k in fields:
+                        float(r[k])
+                    result.append(r)
+                except (KeyError, TypeError, ValueError):
+                    pass
+            return result
+    except FileNotFoundError:
+        print(f"(no {name})")
+        return []
+
+
+kt = rows("kernel_times.csv", ("ms", "gbps", "frac_copy"))
+tt = rows("torch_times.csv", ("ms",))
 torch_ms = {(r["kernel"], r["shape"], r["dtype"], r["impl"]): float(r["ms"]) for r in tt}
 copy = next((float(r["gbps"]) for r in kt if r["kernel"] == "copy"), float("nan"))
 lines = [f"copy bandwidth (device-to-device, read+write): {copy:.1f} GB/s",

@@ -12,8 +12,7 @@ import org.junit.jupiter.api.Test;
 class AdvantagesTest {
 
     static long seed() {
-        String s = System.getProperty("arbor.seed");
-        return s != null && !s.isBlank() ? Long.parseLong(s.trim()) : System.nanoTime();
+        return ai.arbor.testing.Seeds.seed();
     }
 
     // ---- hand-computed -----------------------------------------------------------------------------

@@ -11,8 +11,7 @@ final class Logits {
 
     /** Seed from -Darbor.seed or the clock; printed by the caller. */
     static long seed() {
-        String s = System.getProperty("arbor.seed");
-        return s != null && !s.isBlank() ? Long.parseLong(s.trim()) : System.nanoTime();
+        return ai.arbor.testing.Seeds.seed();
     }
 
     /**

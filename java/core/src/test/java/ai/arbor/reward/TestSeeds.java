@@ -5,7 +5,6 @@ final class TestSeeds {
     private TestSeeds() {}
 
     static long seed() {
-        String s = System.getProperty("arbor.seed");
-        return s == null || s.isBlank() ? System.nanoTime() : Long.parseLong(s.trim());
+        return ai.arbor.testing.Seeds.seed();
     }
 }

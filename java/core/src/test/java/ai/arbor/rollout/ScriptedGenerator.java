@@ -118,9 +118,8 @@ public final class ScriptedGenerator implements Generator {
         }
     }
 
-    /** Seed of a randomized test: -Darbor.seed or the clock (the convention of the kernels' Logits.seed(), package-private there). */
+    /** Seed of a randomized test: -Darbor.seed or the clock. */
     public static long seed() {
-        String s = System.getProperty("arbor.seed");
-        return s != null && !s.isBlank() ? Long.parseLong(s.trim()) : System.nanoTime();
+        return ai.arbor.testing.Seeds.seed();
     }
 }

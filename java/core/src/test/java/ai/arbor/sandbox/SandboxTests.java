@@ -14,10 +14,9 @@ import org.junit.jupiter.api.Assumptions;
 final class SandboxTests {
     private SandboxTests() {}
 
-    /** Same convention as the kernels' Logits.seed() (package-private there): -Darbor.seed or the clock. */
+    /** -Darbor.seed or the clock (ai.arbor.testing.Seeds). */
     static long seed() {
-        String s = System.getProperty("arbor.seed");
-        return s != null && !s.isBlank() ? Long.parseLong(s.trim()) : System.nanoTime();
+        return ai.arbor.testing.Seeds.seed();
     }
 
     static Isolation requested() {

@@ -17,12 +17,9 @@ class CalculatorToolTest {
 
     private final CalculatorTool calc = new CalculatorTool();
 
-    /** Same convention as the kernels' Logits.seed() (package-private there): -Darbor.seed or the clock, printed. */
+    /** -Darbor.seed or the clock, printed (ai.arbor.testing.Seeds). */
     private static long seed(String test) {
-        String s = System.getProperty("arbor.seed");
-        long seed = s != null && !s.isBlank() ? Long.parseLong(s.trim()) : System.nanoTime();
-        System.out.println(test + ": seed " + seed + " (rerun with -Darbor.seed=" + seed + ")");
-        return seed;
+        return ai.arbor.testing.Seeds.seed(test);
     }
 
     /** Independent reference: a fraction of BigIntegers in lowest terms. */

@@ -9,8 +9,7 @@ import picocli.CommandLine.Command;
 @Command(name = "arbor", mixinStandardHelpOptions = true, version = "arbor 0.1.0",
         description = "Agentic reinforcement learning of LLMs on the JVM.",
         subcommands = {DemoCommand.class, SandboxCommand.class,
-                // issue 9: training
-                TrainCommand.class, EvalCommand.class, CompareCommand.class})
+                TrainCommand.class, EvalCommand.class, CompareCommand.class, ServeCommand.class})
 public final class Arbor implements Runnable {
 
     public static void main(String[] args) {

@@ -95,18 +95,18 @@ public final class TorchAdvantages {
         Tensor like = seqIds != null ? seqIds : lossMask;
         Device dev = TorchTensors.device(like);
         long nSeqs = seqAdv.numel();
-        Tensor adv = floats(seqAdv, nSeqs, "seqAdvantages", dev);
+        Tensor adv = TorchTensors.floats(seqAdv, nSeqs, "seqAdvantages", dev);
         Tensor ids = null;
         DType idType = DType.I32;
         if (seqIds != null) {
             ids = TorchTensors.flat(seqIds, n, "seqIds");
             idType = TorchTensors.dtype(ids);
             if (idType != DType.I32 && idType != DType.I64) throw new IllegalArgumentException("seqIds must be int32 or int64, got " + idType);
-            sameDevice(ids, dev, "seqIds");
+            TorchTensors.requireDevice(ids, dev, "seqIds");
         }
-        Tensor mask = lossMask == null ? null : bytes(lossMask, n, "lossMask", dev);
-        Tensor post = postTool == null ? null : bytes(postTool, n, "postTool", dev);
-        Tensor h = entropy == null ? null : floats(entropy, n, "entropy", dev);
+        Tensor mask = lossMask == null ? null : TorchTensors.bytes(lossMask, n, "lossMask", dev);
+        Tensor post = postTool == null ? null : TorchTensors.bytes(postTool, n, "postTool", dev);
+        Tensor h = entropy == null ? null : TorchTensors.floats(entropy, n, "entropy", dev);
         Tensor out = TorchTensors.empty(like, shape, ScalarType.Float);
         Tensor stats = TorchTensors.empty(like, new long[] {ShapingStats.LENGTH}, ScalarType.Double);
         TokenAdvantages.compute(mem(adv), nSeqs, mem(ids), idType, n, seqLen, mem(mask), mem(h), mem(post), shaping,
@@ -116,27 +116,6 @@ public final class TorchAdvantages {
 
     private static MemRef mem(Tensor t) {
         return t == null ? null : TorchTensors.mem(t);
-    }
-
-    /** A contiguous float32 view (or converted copy) of n elements on dev. */
-    private static Tensor floats(Tensor t, long n, String name, Device dev) {
-        sameDevice(t, dev, name);
-        Tensor f = TorchTensors.flat(t, n, name);
-        if (!f.is_floating_point()) throw new IllegalArgumentException(name + " must be a float tensor, got " + f.scalar_type().intern());
-        return f.scalar_type().intern() == ScalarType.Float ? f : f.to(ScalarType.Float);
-    }
-
-    /** A contiguous uint8 view (bool shares the layout) of n elements on dev. */
-    private static Tensor bytes(Tensor t, long n, String name, Device dev) {
-        sameDevice(t, dev, name);
-        Tensor f = TorchTensors.flat(t, n, name);
-        if (TorchTensors.dtype(f) != DType.U8) throw new IllegalArgumentException(name + " must be bool or uint8, got " + f.scalar_type().intern());
-        return f;
-    }
-
-    private static void sameDevice(Tensor t, Device dev, String name) {
-        Device d = TorchTensors.device(t);
-        if (!d.equals(dev)) throw new IllegalArgumentException(name + " is on " + d + " but the tokens are on " + dev);
     }
 
     private static float[] hostFloats(Tensor t, String name) {

@@ -106,17 +106,17 @@ public final class TorchPolicyLoss {
         Tensor lab = TorchTensors.flat(labels, rows, "labels");
         DType lt = TorchTensors.dtype(lab);
         if (lt != DType.I32 && lt != DType.I64) throw new IllegalArgumentException("labels must be int32 or int64, got " + lt);
-        Tensor old = floats(oldLogprob, rows, "oldLogprob", logits);
-        Tensor adv = floats(advantages, rows, "advantages", logits);
-        Tensor m = floats(mask, rows, "mask", logits);
-        Tensor ref = cfg.klType() == KlType.NONE ? null : floats(refLogprob, rows, "refLogprob", logits);
+        Tensor old = TorchTensors.floats(oldLogprob, rows, "oldLogprob", TorchTensors.device(logits));
+        Tensor adv = TorchTensors.floats(advantages, rows, "advantages", TorchTensors.device(logits));
+        Tensor m = TorchTensors.floats(mask, rows, "mask", TorchTensors.device(logits));
+        Tensor ref = cfg.klType() == KlType.NONE ? null : TorchTensors.floats(refLogprob, rows, "refLogprob", TorchTensors.device(logits));
         boolean seq = cfg.agg().needsSequences();
         Tensor ids = null;
         if (seq) {
             Check.notNull("seqIds (required for aggregation " + cfg.agg() + ")", seqIds);
             ids = TorchTensors.flat(seqIds, rows, "seqIds");
             if (!TorchTensors.dtype(ids).equals(DType.I32)) ids = ids.to(ScalarType.Int).contiguous();
-            sameDevice(ids, logits, "seqIds");
+            TorchTensors.requireDevice(ids, TorchTensors.device(logits), "seqIds");
         }
         long ns = seq ? Math.max(1, rows) : 0;  // ids are row indices at most
 
@@ -248,20 +248,6 @@ public final class TorchPolicyLoss {
 
     private static ScalarOptional opt(double v) {
         return new ScalarOptional(new Scalar(v));
-    }
-
-    private static Tensor floats(Tensor t, long rows, String name, Tensor like) {
-        Check.notNull(name, t);
-        Tensor f = TorchTensors.flat(t, rows, name);
-        if (f.scalar_type().intern() != ScalarType.Float) f = f.to(ScalarType.Float).contiguous();
-        sameDevice(f, like, name);
-        return f;
-    }
-
-    private static void sameDevice(Tensor t, Tensor logits, String name) {
-        if (!TorchTensors.device(t).equals(TorchTensors.device(logits)))
-            throw new IllegalArgumentException(name + " is on " + TorchTensors.device(t) + " but the logits are on "
-                    + TorchTensors.device(logits));
     }
 
     private static float[] toFloats(Tensor t) {

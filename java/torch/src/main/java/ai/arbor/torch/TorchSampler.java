@@ -3,7 +3,6 @@ package ai.arbor.torch;
 import ai.arbor.kernels.Check;
 import ai.arbor.kernels.DType;
 import ai.arbor.kernels.LogitsView;
-import ai.arbor.kernels.MemRef;
 import ai.arbor.kernels.Sampler;
 import ai.arbor.kernels.SamplingParams;
 import java.util.List;
@@ -72,12 +71,12 @@ public final class TorchSampler {
         LogitsView view = blocks.get(0).view();  // [B, V] is always a single block
         long rows = view.rows();
         Sampler.Batch in = Sampler.Batch.of(view, params, seed, step)
-                .withKeys(rowsOf(keys, rows, "keys", DType.I64))
-                .withSteps(rowsOf(steps, rows, "steps", DType.I64))
-                .withRowParams(rowsOf(temperatures, rows, "temperatures", DType.F32),
-                        rowsOf(topKs, rows, "topKs", DType.I32), rowsOf(topPs, rows, "topPs", DType.F32),
-                        rowsOf(minPs, rows, "minPs", DType.F32))
-                .withRowMask(rowsOf(rowMask, rows, "rowMask", DType.U8));
+                .withKeys(TorchTensors.rows(keys, rows, "keys", DType.I64))
+                .withSteps(TorchTensors.rows(steps, rows, "steps", DType.I64))
+                .withRowParams(TorchTensors.rows(temperatures, rows, "temperatures", DType.F32),
+                        TorchTensors.rows(topKs, rows, "topKs", DType.I32), TorchTensors.rows(topPs, rows, "topPs", DType.F32),
+                        TorchTensors.rows(minPs, rows, "minPs", DType.F32))
+                .withRowMask(TorchTensors.rows(rowMask, rows, "rowMask", DType.U8));
         long[] shape = {rows};
         Tensor tokens = TorchTensors.empty(logits, shape, ScalarType.Long);
         Tensor lps = TorchTensors.empty(logits, shape, ScalarType.Float);
@@ -86,24 +85,5 @@ public final class TorchSampler {
         Sampler.sample(in, new Sampler.Outputs(TorchTensors.mem(tokens), DType.I64, TorchTensors.mem(lps),
                 TorchTensors.mem(lp), TorchTensors.mem(h)), TorchTensors.currentStream(view.device()));
         return new Sample(tokens, lps, lp, h);
-    }
-
-    /** A per-row tensor of {@code rows} elements and dtype {@code type} as memory, or null. */
-    private static MemRef rowsOf(Tensor t, long rows, String name, DType type) {
-        if (t == null) return null;
-        Tensor f = TorchTensors.flat(t, rows, name);
-        DType actual = TorchTensors.dtype(f);
-        if (actual != type) throw new IllegalArgumentException(name + " must be " + torchName(type) + ", got " + actual);
-        return TorchTensors.mem(f);
-    }
-
-    private static String torchName(DType t) {
-        return switch (t) {
-            case I64 -> "int64";
-            case I32 -> "int32";
-            case F32 -> "float32";
-            case U8 -> "bool or uint8";
-            default -> t.toString();
-        };
     }
 }

@@ -71,6 +71,56 @@ public final class TorchTensors {
         return c.reshape(n);
     }
 
+    /** Throws unless {@code t} lives on {@code device}. */
+    public static void requireDevice(Tensor t, Device device, String name) {
+        Device d = device(t);
+        if (!d.equals(device)) throw new IllegalArgumentException(name + " is on " + d + " but must be on " + device + " (with the logits)");
+    }
+
+    /**
+     * A per-token (or per-row) input as a contiguous float32 vector of {@code n} elements on {@code device}:
+     * a view when it already is one, else a converted copy (any numeric or bool dtype).
+     */
+    public static Tensor floats(Tensor t, long n, String name, Device device) {
+        Check.notNull(name, t);
+        requireDevice(t, device, name);
+        Tensor f = flat(t, n, name);
+        return f.scalar_type().intern() == ScalarType.Float ? f : f.to(ScalarType.Float).contiguous();
+    }
+
+    /** A per-token flag input (bool or uint8) as a contiguous vector of {@code n} bytes on {@code device}. */
+    public static Tensor bytes(Tensor t, long n, String name, Device device) {
+        Check.notNull(name, t);
+        requireDevice(t, device, name);
+        Tensor f = flat(t, n, name);
+        if (dtype(f) != DType.U8) throw new IllegalArgumentException(name + " must be bool or uint8, got " + f.scalar_type().intern());
+        return f;
+    }
+
+    /**
+     * The memory of an optional per-row tensor of exactly {@code type} with {@code n} elements (null for
+     * null), for passing per-row parameters to the kernels without a copy.
+     */
+    public static MemRef rows(Tensor t, long n, String name, DType type) {
+        if (t == null) return null;
+        Tensor f = flat(t, n, name);
+        DType actual = dtype(f);
+        if (actual != type) throw new IllegalArgumentException(name + " must be " + torchName(type) + ", got " + actual);
+        return mem(f);
+    }
+
+    /** The torch name of a kernel dtype, for messages. */
+    public static String torchName(DType t) {
+        return switch (t) {
+            case F32 -> "float32";
+            case BF16 -> "bfloat16";
+            case F16 -> "float16";
+            case I32 -> "int32";
+            case I64 -> "int64";
+            case U8 -> "bool or uint8";
+        };
+    }
+
     /** One [rows, vocab] view of logits and the index of its first row among all rows. */
     public record RowBlock(LogitsView view, long firstRow) {}
 

@@ -91,9 +91,16 @@ public final class LocalGenerator implements Generator {
     private final LinkedHashMap<Long, Held> held = new LinkedHashMap<>(16, 0.75f, true);
     private long requests, generated, prefilled, reused, forwards;
 
+    /**
+     * A generation with, when the request asked for {@code topLogprobs > 0}, the top-k alternatives of
+     * every generated position under the tempered distribution (ids and logprobs, best first); null
+     * otherwise. Used by the completions server ({@code logprobs=N}).
+     */
+    public record Detailed(Generation generation, int[][] topIds, float[][] topLogprobs) {}
+
     private static final class Active {
         final GenerationRequest request;
-        final CompletableFuture<Generation> future;
+        final CompletableFuture<Detailed> future;
         final int[] context;
         int seq = -1;
         int[] out = new int[16];
@@ -101,8 +108,10 @@ public final class LocalGenerator implements Generator {
         float[] ents = new float[16];
         int n;
         int stopScanFrom;
+        List<int[]> topIds;
+        List<float[]> topLps;
 
-        Active(GenerationRequest request, CompletableFuture<Generation> future) {
+        Active(GenerationRequest request, CompletableFuture<Detailed> future) {
             this.request = request;
             this.future = future;
             this.context = request.context().toArray();
@@ -141,7 +150,12 @@ public final class LocalGenerator implements Generator {
 
     @Override
     public CompletableFuture<Generation> generate(GenerationRequest request) {
-        CompletableFuture<Generation> f = new CompletableFuture<>();
+        return generateDetailed(request).thenApply(Detailed::generation);
+    }
+
+    /** As {@link #generate}, with the top-k alternatives of each position when the request asks for them. */
+    public CompletableFuture<Detailed> generateDetailed(GenerationRequest request) {
+        CompletableFuture<Detailed> f = new CompletableFuture<>();
         try {
             validate(request);
         } catch (IllegalArgumentException e) {
@@ -283,6 +297,9 @@ public final class LocalGenerator implements Generator {
                 Tensor.create(topPs, n), null, null, tokenizer.vocabSize());
         long[] tok = longs(s.tokens(), n);
         float[] lp = floats(s.logprob(), n), h = floats(s.entropy(), n);
+        int kmax = 0;
+        for (Active a : rows) kmax = Math.max(kmax, a.request.params().topLogprobs());
+        if (kmax > 0) topLogprobs(logits, rows, temps, Math.min(kmax, tokenizer.vocabSize()));
         List<Active> cont = new ArrayList<>(n);
         List<Integer> contTokens = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
@@ -413,6 +430,38 @@ public final class LocalGenerator implements Generator {
         return i;
     }
 
+    /** Records, for each row that asked, the top-k ids and logprobs of log_softmax(logits / T) (T = 1 when greedy). */
+    private void topLogprobs(Tensor logits, List<Active> rows, float[] temps, int k) {
+        int n = rows.size();
+        float[] t = new float[n];
+        for (int i = 0; i < n; i++) t[i] = temps[i] > 0 ? temps[i] : 1f;
+        Tensor v = logits.narrow(1, 0, tokenizer.vocabSize());
+        Tensor scaled = v.to(torch.ScalarType.Float).div(Tensor.create(t, n, 1).to(v.device(), torch.ScalarType.Float));
+        var top = torch.log_softmax(scaled, 1).topk(k);
+        Tensor vals = top.get0().contiguous(), idx = top.get1().contiguous();
+        float[] fv = new float[n * k];
+        long[] iv = new long[n * k];
+        new org.bytedeco.javacpp.FloatPointer(vals.data_ptr()).capacity(fv.length).get(fv);
+        new org.bytedeco.javacpp.LongPointer(idx.data_ptr()).capacity(iv.length).get(iv);
+        for (int i = 0; i < n; i++) {
+            Active a = rows.get(i);
+            int want = Math.min(a.request.params().topLogprobs(), k);
+            if (want == 0) continue;
+            if (a.topIds == null) {
+                a.topIds = new ArrayList<>();
+                a.topLps = new ArrayList<>();
+            }
+            int[] ids = new int[want];
+            float[] lps = new float[want];
+            for (int j = 0; j < want; j++) {
+                ids[j] = (int) iv[i * k + j];
+                lps[j] = fv[i * k + j];
+            }
+            a.topIds.add(ids);
+            a.topLps.add(lps);
+        }
+    }
+
     /** Completes {@code a} if its last token ends it; true when it did. */
     private boolean finishIfDone(Active a) {
         SamplingParams p = a.request.params();
@@ -433,6 +482,8 @@ public final class LocalGenerator implements Generator {
         if (reason == null) return false;
         Generation g = new Generation(Arrays.copyOf(a.out, a.n), Arrays.copyOf(a.lps, a.n), Arrays.copyOf(a.ents, a.n), reason,
                 stop, stopId);
+        Detailed d = a.topIds == null ? new Detailed(g, null, null)
+                : new Detailed(g, a.topIds.toArray(new int[0][]), a.topLps.toArray(new float[0][]));
         // keep the sequence: the next turn or a tree expansion continues from it. Its cache holds the
         // context and all generated tokens but the last (which was sampled, not yet fed).
         int[] all = new int[a.context.length + a.n - 1];
@@ -440,7 +491,7 @@ public final class LocalGenerator implements Generator {
         System.arraycopy(a.out, 0, all, a.context.length, a.n - 1);
         hold(a.request.context().id(), a.seq, all);
         a.seq = -1;
-        a.future.complete(g);
+        a.future.complete(d);
         return true;
     }
 

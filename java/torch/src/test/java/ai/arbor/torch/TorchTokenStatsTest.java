@@ -19,8 +19,7 @@ import org.junit.jupiter.api.Test;
 class TorchTokenStatsTest {
 
     static long seed() {
-        String s = System.getProperty("arbor.seed");
-        return s != null && !s.isBlank() ? Long.parseLong(s.trim()) : System.nanoTime();
+        return ai.arbor.testing.Seeds.seed();
     }
 
     static Tensor randn(Random rnd, float scale, long... shape) {

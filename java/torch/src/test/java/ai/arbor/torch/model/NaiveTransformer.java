@@ -118,8 +118,7 @@ final class NaiveTransformer {
 
     /** Seed from -Darbor.seed or the clock (the convention of the core tests); printed by the caller. */
     static long seed() {
-        String s = System.getProperty("arbor.seed");
-        return s != null && !s.isBlank() ? Long.parseLong(s.trim()) : System.nanoTime();
+        return ai.arbor.testing.Seeds.seed();
     }
 
     /**

@@ -1,0 +1,72 @@
+package ai.arbor.cli;
+
+import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.rollout.HuggingFaceTokenizer;
+import ai.arbor.rollout.Tokenizer;
+import ai.arbor.torch.model.CpuThreads;
+import ai.arbor.torch.model.ReferencePolicy;
+import ai.arbor.train.CompletionServer;
+import ai.arbor.train.LocalGenerator;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.CountDownLatch;
+import org.bytedeco.pytorch.global.torch.ScalarType;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/** {@code arbor serve}: an OpenAI-compatible completions server for a policy checkpoint. */
+@Command(name = "serve", mixinStandardHelpOptions = true,
+        description = "Serve a policy checkpoint over vLLM's /v1/completions API (see docs/training.md).")
+public final class ServeCommand implements Runnable {
+    @Option(names = "--checkpoint", required = true, description = "Policy checkpoint (.safetensors) written by arbor train.")
+    Path checkpoint;
+
+    @Option(names = "--host", defaultValue = "127.0.0.1", description = "Address to bind (default ${DEFAULT-VALUE}).")
+    String host;
+
+    @Option(names = "--port", defaultValue = "8000", description = "TCP port (0: any free port; default ${DEFAULT-VALUE}).")
+    int port;
+
+    @Option(names = "--device", defaultValue = "auto", description = "cpu, cuda, cuda:N or auto (default ${DEFAULT-VALUE}).")
+    String device;
+
+    @Option(names = "--tokenizer", description = "A Hugging Face tokenizer.json (default: the reference policy's character tokenizer).")
+    Path tokenizerJson;
+
+    @Option(names = "--model", defaultValue = "arbor", description = "Model name reported and accepted (default ${DEFAULT-VALUE}).")
+    String model;
+
+    @Option(names = "--max-batch", defaultValue = "256", description = "Sequences decoded together (default ${DEFAULT-VALUE}).")
+    int maxBatch;
+
+    @Option(names = "--threads", defaultValue = "1", description = "CPU threads of the model's math (default ${DEFAULT-VALUE}; 1 suits small models).")
+    int threads;
+
+    @Override
+    public void run() {
+        try {
+            CpuThreads.set(threads);
+            Tokenizer tok = tokenizerJson != null ? HuggingFaceTokenizer.load(tokenizerJson) : CharTokenizer.ascii();
+            ReferencePolicy policy = ReferencePolicy.load(checkpoint, device, ScalarType.Float);
+            LocalGenerator gen = new LocalGenerator(policy, tok,
+                    new LocalGenerator.Options(maxBatch, 2 * maxBatch, 16, 1024));
+            CompletionServer server = CompletionServer.start(gen, tok, model, host, port, Math.max(8, maxBatch),
+                    Duration.ofMinutes(10));
+            CountDownLatch stopped = new CountDownLatch(1);
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                server.close();
+                gen.close();
+                policy.close();
+                stopped.countDown();
+            }, "arbor-serve-shutdown"));
+            System.out.println("arbor serve: " + server.baseUrl() + "/v1/completions (model '" + model + "', "
+                    + policy.config().parameterCount() + " parameters, device " + device + ")");
+            System.out.flush();
+            stopped.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (Exception e) {
+            throw new IllegalStateException("arbor serve: " + e.getMessage(), e);
+        }
+    }
+}

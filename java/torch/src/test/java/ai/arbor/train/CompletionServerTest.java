@@ -1,0 +1,110 @@
+package ai.arbor.train;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.rollout.FinishReason;
+import ai.arbor.rollout.Generation;
+import ai.arbor.rollout.GenerationRequest;
+import ai.arbor.rollout.OpenAiCompatibleGenerator;
+import ai.arbor.rollout.SamplingParams;
+import ai.arbor.rollout.TokenContext;
+import ai.arbor.torch.model.CpuThreads;
+import ai.arbor.torch.model.PolicyConfig;
+import ai.arbor.torch.model.ReferencePolicy;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The HTTP generator (the vLLM client of the rollout module) against arbor's completions server, end to end. */
+class CompletionServerTest {
+    static final CharTokenizer TOK = CharTokenizer.ascii();
+    static ReferencePolicy policy;
+    static LocalGenerator local;
+    static CompletionServer server;
+
+    @BeforeAll
+    static void start(@TempDir Path dir) throws Exception {
+        CpuThreads.set(1);
+        // served from a checkpoint, as `arbor serve --checkpoint` does
+        try (ReferencePolicy p = ReferencePolicy.create(PolicyConfig.tiny(TOK.vocabSize()))) {
+            p.save(dir.resolve("policy.safetensors"));
+        }
+        policy = ReferencePolicy.load(dir.resolve("policy.safetensors"), "cpu", org.bytedeco.pytorch.global.torch.ScalarType.Float);
+        local = new LocalGenerator(policy, TOK, LocalGenerator.Options.defaults());
+        server = CompletionServer.start(local, TOK, "tiny", "127.0.0.1", 0, 16, Duration.ofMinutes(1));
+    }
+
+    @AfterAll
+    static void stop() {
+        server.close();
+        local.close();
+        policy.close();
+    }
+
+    @Test
+    void httpGeneratorGetsTheLocalGeneratorsTokensAndLogprobs() throws Exception {
+        int[] prompt = TOK.encode("Q: 417*38\n");
+        SamplingParams p = SamplingParams.defaults().withTemperature(1.0).withMaxNewTokens(24).withTopLogprobs(5);
+        try (OpenAiCompatibleGenerator http = OpenAiCompatibleGenerator.builder().baseUrl(server.baseUrl())
+                .model("tiny").vocabSize(TOK.vocabSize()).build()) {
+            Generation viaHttp = http.generate(new GenerationRequest(TokenContext.of(prompt), p, 1234)).get();
+            // the client sends seed mod 2^31 - 1: the same seed locally gives the same draw
+            Generation direct = local.generate(new GenerationRequest(TokenContext.of(prompt), p, 1234)).get();
+            assertArrayEquals(direct.tokens(), viaHttp.tokens());
+            assertArrayEquals(direct.logprobs(), viaHttp.logprobs());
+            assertEquals(direct.finishReason(), viaHttp.finishReason());
+            assertNotNull(viaHttp.entropies(), "top-5 logprobs give ARPO's entropy estimate");
+            for (int i = 0; i < viaHttp.length(); i++)
+                assertTrue(viaHttp.entropies()[i] <= direct.entropies()[i] + 1e-4f,
+                        "the top-k estimate is a lower bound of the exact entropy at " + i);
+            // stop strings: the client asks for the stop string to be included
+            String text = TOK.decode(direct.tokens());
+            String stop = text.substring(3, 5);
+            Generation stopped = http.generate(new GenerationRequest(TokenContext.of(prompt), p.withStopStrings(List.of(stop)), 1234)).get();
+            assertEquals(FinishReason.STOP_STRING, stopped.finishReason());
+            assertEquals(stop, stopped.stopString());
+            assertTrue(TOK.decode(stopped.tokens()).endsWith(stop));
+        }
+    }
+
+    @Test
+    void plainTextClientsAndErrors() throws Exception {
+        HttpClient c = HttpClient.newHttpClient();
+        ObjectMapper json = new ObjectMapper();
+        String body = "{\"model\":\"tiny\",\"prompt\":\"Hello\",\"max_tokens\":8,\"temperature\":0,\"logprobs\":2}";
+        HttpResponse<String> r = c.send(HttpRequest.newBuilder(URI.create(server.baseUrl() + "/v1/completions"))
+                .POST(HttpRequest.BodyPublishers.ofString(body)).header("Content-Type", "application/json").build(),
+                HttpResponse.BodyHandlers.ofString());
+        assertEquals(200, r.statusCode(), r.body());
+        JsonNode choice = json.readTree(r.body()).path("choices").get(0);
+        JsonNode lp = choice.path("logprobs");
+        assertEquals(8, lp.path("tokens").size());
+        assertEquals(choice.path("text").asText(), String.join("", json.convertValue(lp.path("tokens"), String[].class)));
+        assertEquals(2, lp.path("top_logprobs").get(0).size());
+        assertEquals("length", choice.path("finish_reason").asText());
+        // greedy: the sampled token is the best alternative
+        double best = lp.path("top_logprobs").get(0).elements().next().asDouble();
+        assertEquals(best, lp.path("token_logprobs").get(0).asDouble(), 1e-6);
+        for (String bad : new String[] {"{\"prompt\":\"x\",\"n\":2}", "{\"prompt\":[1,2,9999]}", "{\"max_tokens\":3}", "not json",
+                "{\"prompt\":\"x\",\"temperature\":-1}"}) {
+            HttpResponse<String> e = c.send(HttpRequest.newBuilder(URI.create(server.baseUrl() + "/v1/completions"))
+                    .POST(HttpRequest.BodyPublishers.ofString(bad)).build(), HttpResponse.BodyHandlers.ofString());
+            assertEquals(400, e.statusCode(), bad + " -> " + e.body());
+            assertTrue(json.readTree(e.body()).path("error").path("message").asText().length() > 3);
+        }
+    }
+}

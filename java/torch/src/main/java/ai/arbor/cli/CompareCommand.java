@@ -61,7 +61,10 @@ public final class CompareCommand implements Callable<Integer> {
         }
         Path dir = out != null ? out : Path.of("results", "compare-" + run.task);
         Files.createDirectories(dir);
-        String command = "arbor compare " + String.join(" ", spec.commandLine().getParseResult().originalArgs());
+        // originalArgs() are the whole command line's (they start with the subcommand's name when run through `arbor`)
+        java.util.List<String> args = new java.util.ArrayList<>(spec.commandLine().getParseResult().originalArgs());
+        if (!args.isEmpty() && args.get(0).equals(spec.name())) args.remove(0);
+        String command = "arbor compare " + String.join(" ", args);
         long base = run.seed;
         List<Map<String, Object>> runs = new ArrayList<>();
         long t0 = System.nanoTime();

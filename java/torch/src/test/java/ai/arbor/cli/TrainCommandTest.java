@@ -132,7 +132,7 @@ class TrainCommandTest {
 
         // compare at an equal budget, one seed
         Path cmp = dir.resolve("cmp");
-        run(concat(concat(new String[] {"compare"}, TINY), "--recipes", "grpo,tree-grpo", "--seeds", "1", "--budget", "60", "--steps", "1",
+        run(concat(concat(new String[] {"compare"}, TINY), "--recipes", "grpo,tree-grpo", "--seeds", "1", "--budget", "60",
                 "--out", cmp.toString()));
         String ctable = Files.readString(cmp.resolve("compare.md"));
         assertTrue(ctable.startsWith("`arbor compare --model 16,1,2,1,32"), ctable);

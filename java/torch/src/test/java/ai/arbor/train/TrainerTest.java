@@ -176,7 +176,7 @@ class TrainerTest {
         }
     }
 
-    /** Old log-probs = the policy's own (perturbed by ±0.1 so some ratios are clipped), advantages ±1 per sequence. */
+    /** Old log-probs = the policy's own (perturbed by up to ±0.4 so some ratios leave [1 − 0.2, 1 + 0.28] and are clipped), advantages ±1 per sequence. */
     static List<Sequence> withAdvantages(List<Sequence> batch, long seed) {
         Random rnd = new Random(seed);
         List<Sequence> out = new ArrayList<>();
@@ -188,7 +188,7 @@ class TrainerTest {
                 float a = i % 2 == 0 ? 1f : -1f;
                 for (int k = 0; k < q.length(); k++)
                     if (q.mask()[k]) {
-                        old[k] = Math.min(0f, s.logprobs().get(i)[k] + (float) (0.3 * (rnd.nextDouble() - 0.5)));
+                        old[k] = Math.min(0f, s.logprobs().get(i)[k] + (float) (0.8 * (rnd.nextDouble() - 0.5)));
                         adv[k] = a;
                     }
                 out.add(new Sequence(q.tokens(), q.mask(), old, adv));
@@ -232,7 +232,7 @@ class TrainerTest {
                 double diff = gradDiff(tr.parameters(), ref);
                 assertTrue(diff < 1e-4, cfg.clipMode() + "/" + cfg.agg() + ": gradient equals autograd of the eager loss, rel. diff " + diff);
                 if (cfg.clipMode() != ClipMode.PPO || cfg.epsHigh() > cfg.epsLow())
-                    assertTrue(ours.clipFracHigh() + ours.clipFracLow() > 0, "the ±0.15 perturbation clips some tokens");
+                    assertTrue(ours.clipFracHigh() + ours.clipFracLow() > 0, "the ±0.4 perturbation clips some tokens");
                 tr.zeroGrad();
 
                 tr.policyStep(b, cfg, refLp);

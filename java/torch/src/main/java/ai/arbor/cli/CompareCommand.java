@@ -66,14 +66,30 @@ public final class CompareCommand implements Callable<Integer> {
         if (!args.isEmpty() && args.get(0).equals(spec.name())) args.remove(0);
         String command = "arbor compare " + String.join(" ", args);
         long base = run.seed;
+        String startFrom = run.init == null ? null : run.init.toString();
+        run.init = null;
         List<Map<String, Object>> runs = new ArrayList<>();
         long t0 = System.nanoTime();
         for (int k = 0; k < seeds; k++) {
             run.seed = base + k;
             Path seedDir = dir.resolve("seed" + run.seed);
             Path sft = seedDir.resolve("sft");
-            TrainingRun.Options so = run.options(Recipe.SFT, sft);
-            System.out.printf(Locale.ROOT, "== seed %d: SFT cold start (%d steps)%n", run.seed, so.sftSteps());
+            TrainingRun.Options so;
+            if (startFrom == null) {
+                so = run.options(Recipe.SFT, sft);
+                System.out.printf(Locale.ROOT, "== seed %d: SFT cold start (%d steps)%n", run.seed, so.sftSteps());
+            } else {
+                // a given start (e.g. the SFT checkpoints of earlier `arbor train` runs): evaluate it, no training
+                Path start = Path.of(startFrom.replace("{seed}", Long.toString(run.seed)));
+                if (!Files.isRegularFile(start)) throw new IllegalArgumentException("--init: no checkpoint at " + start);
+                so = run.options(Recipe.GRPO, sft).with(b -> {
+                    b.init = start;
+                    b.rlSteps = 0;
+                    b.evalBefore = true;
+                    return b;
+                });
+                System.out.printf(Locale.ROOT, "== seed %d: start from %s%n", run.seed, start);
+            }
             TrainingRun.Result sr = TrainingRun.run(so, new ProgressBar(System.out));
             runs.add(row("sft", run.seed, sr, null));
             for (Recipe recipe : rs) {
@@ -90,6 +106,7 @@ public final class CompareCommand implements Callable<Integer> {
             }
         }
         run.seed = base;
+        run.init = startFrom == null ? null : Path.of(startFrom);
         double minutes = (System.nanoTime() - t0) / 60e9;
         String table = table(command, runs, rs, minutes);
         Files.writeString(dir.resolve("compare.md"), table, StandardCharsets.UTF_8);

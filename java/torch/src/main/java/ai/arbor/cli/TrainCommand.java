@@ -55,7 +55,7 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--seed", defaultValue = "1", description = "Seed of the task, the initialisation, the rollouts (default ${DEFAULT-VALUE}).")
         long seed;
 
-        @Option(names = "--init", description = "Start RL from this checkpoint instead of an SFT cold start (e.g. a run's sft.safetensors).")
+        @Option(names = "--init", description = {"Start RL from this checkpoint instead of an SFT cold start (e.g. a run's sft.safetensors).", "compare: {seed} in the path is replaced by each seed (runs/arith-grpo-seed{seed}/sft.safetensors)."})
         Path init;
 
         @Option(names = "--sft-steps", description = "SFT optimizer steps (default 1000).")

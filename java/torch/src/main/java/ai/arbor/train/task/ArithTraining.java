@@ -19,10 +19,10 @@ import java.util.Map;
  * {@link ArithTask} for training: the Python tool over the local jailed sandbox (one stateful session per
  * trajectory; workers are reset in place when a session closes, {@code recycleWorkers}), answers graded by
  * {@link MathGrader}. A solved response reads
- * <pre>{@code Q: 417*38-2905+66
- * <python>print(417*38-2905+66)</python> <result>
- * 12957
- * </result>\boxed{12957}}</pre>
+ * <pre>{@code Q: 417*38-290
+ * <python>print(417*38-290)</python> <result>
+ * 15556
+ * </result>\boxed{15556}}</pre>
  */
 final class ArithTraining implements TrainingTask {
     /** The cold start: 45 % use the tool plainly, 10 % after CoRT's hints, 45 % answer in their head. */

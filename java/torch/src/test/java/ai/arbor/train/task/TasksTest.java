@@ -29,6 +29,7 @@ class TasksTest {
             assertEquals("print(" + p.question() + ")", p.plan().get(0).argument());
             assertEquals(Long.toString(evalLong(p.question())), p.answer(), p.question());
             assertTrue(p.question().contains("*"), "every problem has a multiplication: " + p.question());
+            assertTrue(p.question().matches("[1-9][0-9]{2}[-+*][1-9][0-9][-+*][1-9][0-9]{2}"), "shape ddd o dd o ddd: " + p.question());
         }
         // same seed, same problems
         assertEquals(t.train(), new ArithTask(1, 500, 100).train());

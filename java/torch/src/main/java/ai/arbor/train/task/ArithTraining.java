@@ -25,8 +25,8 @@ import java.util.Map;
  * </result>\boxed{15556}}</pre>
  */
 final class ArithTraining implements TrainingTask {
-    /** The cold start: 45 % use the tool plainly, 10 % after CoRT's hints, 45 % answer in their head. */
-    static final Map<DemoStyle, Double> MIX = mix(0.45, 0.10, 0.45);
+    /** The cold start: 60 % use the tool plainly, 10 % after CoRT's hints, 30 % answer in their head. */
+    static final Map<DemoStyle, Double> MIX = mix(0.60, 0.10, 0.30);
     static final String HINT_CODE = "It looks tedious, and we can use python code to simplify the reasoning.";
     static final String HINT_TRUST = "We don't need to doubt the accuracy of python calculations.";
 

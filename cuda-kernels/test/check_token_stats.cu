@@ -153,6 +153,32 @@ void check_case(Ctx& c, const Case& k, int dtype) {
             diff = std::max(diff, err_ratio(g[r * k.stride + j], g2[r * k.stride + j], tol));
         }
     record_check(c, "token_stats_bwd_recompute", what, rc == ARBOR_OK ? diff : INFINITY);
+
+    // The same logits one element past a 16-byte boundary (a view into a larger tensor): the base pointer
+    // is misaligned whatever the stride, so every load must take the scalar path; forward and
+    // backward (recompute) must match the reference as above.
+    {
+        const size_t esz = dtype == ARBOR_F32 ? 4 : 2, bytes = (size_t)(k.rows * k.stride) * esz;
+        DevBuf<uint8_t> shifted(bytes + 16);
+        void* dxo = shifted.p + esz;
+        CUDA_OK(cudaMemcpy(dxo, dx, bytes, cudaMemcpyDeviceToDevice));
+        DevBuf<float> olp(k.rows), oh(k.rows), olse(k.rows), og(k.rows * k.stride);
+        int rco = fwd(dtype, dxo, k, dl, dm.p, olp.p, oh.p, olse.p);
+        rco |= bwd(dtype, dxo, k, dl, dm.p, nullptr, nullptr, dglp.p, dgh.p, og.p, ARBOR_F32);
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<float> lpo = olp.download(), ho = oh.download(), lseo = olse.download(), go = og.download();
+        double owe = 0;
+        for (int64_t r = 0; r < k.rows; ++r) {
+            const double ftol = 4e-5 * (1 + lnv) + 2e-6 * zmax[r];
+            owe = std::max({owe, err_ratio(rlp[r], lpo[r], ftol), err_ratio(rh[r], ho[r], ftol),
+                            err_ratio(rlse[r], lseo[r], ftol)});
+            const double btol = (fabs(glp[r]) + fabs(gh[r]) * (1 + lnv)) * (4e-5 + 2e-6 * zmax[r]) / k.temperature + 1e-30;
+            const bool dead = std::isnan(rg[r * k.stride]);
+            for (int64_t j = 0; j < k.vocab; ++j)
+                owe = std::max(owe, err_ratio(dead && j >= k.limit ? NAN : rg[r * k.stride + j], go[r * k.stride + j], btol));
+        }
+        record_check(c, "token_stats_misaligned_base", what, rco == ARBOR_OK ? owe : INFINITY);
+    }
     if (dtype != ARBOR_F32) {
         DevBuf<uint16_t> dout(k.rows * k.stride);
         CUDA_OK(cudaMemset(dout.p, 0, dout.n * 2));
@@ -175,6 +201,57 @@ void check_case(Ctx& c, const Case& k, int dtype) {
             }
         record_check(c, "token_stats_bwd_half_out", what, (rc1 || rc2) ? INFINITY : herr);
     }
+}
+
+// At the bf16 reference shape rows x vocab exceeds 2^31: check the first, middle and last rows (64-bit
+// element offsets) of the forward and backward against the double reference, with nonzero upstream
+// gradients (the timings ran with zero ones). The backward is written in the logits dtype, so its
+// tolerance adds that dtype's rounding (as token_stats_bwd_half_out).
+void check_reference_rows(Ctx& c, int dtype, const void* x, const Case& k, const int64_t* labels,
+                          const std::string& shape) {
+    const int64_t rows[] = {0, k.rows / 2, k.rows - 1};
+    const size_t esz = dtype == ARBOR_F32 ? 4 : 2;
+    const float glp_v = 0.75f, gh_v = -1.25f;
+    DevBuf<float> lp(k.rows), h(k.rows), lse(k.rows), glp(std::vector<float>(k.rows, glp_v)),
+        gh(std::vector<float>(k.rows, gh_v));
+    DevBuf<uint8_t> g(size_t(k.rows * k.stride) * esz);
+    int rc = fwd(dtype, x, k, labels, nullptr, lp.p, h.p, lse.p);
+    rc |= bwd(dtype, x, k, labels, nullptr, lse.p, h.p, glp.p, gh.p, g.p, dtype);
+    CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<float> lph = lp.download(), hh = h.download(), lseh = lse.download();
+    const double lnv = log((double)k.limit), ulp = dtype == ARBOR_F32 ? 0.0 : dtype == ARBOR_BF16 ? 0x1p-8 : 0x1p-11;
+    double fw = 0, bw = 0;
+    for (int64_t r : rows) {
+        std::vector<uint8_t> raw(k.vocab * esz), graw(k.vocab * esz);
+        CUDA_OK(cudaMemcpy(raw.data(), (const uint8_t*)x + size_t(r * k.stride) * esz, raw.size(), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(graw.data(), g.p + size_t(r * k.stride) * esz, graw.size(), cudaMemcpyDeviceToHost));
+        int64_t y;
+        CUDA_OK(cudaMemcpy(&y, labels + r, sizeof y, cudaMemcpyDeviceToHost));
+        std::vector<double> seen(k.vocab), gseen(k.vocab), rg(k.vocab);
+        double zmax = 0;
+        for (int64_t j = 0; j < k.vocab; ++j) {
+            if (dtype == ARBOR_F32) {
+                seen[j] = ((const float*)raw.data())[j];
+                gseen[j] = ((const float*)graw.data())[j];
+            } else {
+                seen[j] = from_half(((const uint16_t*)raw.data())[j], dtype);
+                gseen[j] = from_half(((const uint16_t*)graw.data())[j], dtype);
+            }
+            zmax = std::max(zmax, fabs(seen[j] / k.temperature));
+        }
+        double rlp, rh, rlse;
+        const double dglp = glp_v, dgh = gh_v;
+        arbor_ref_token_stats_fwd(seen.data(), 1, k.vocab, k.vocab, k.limit, &y, k.temperature, nullptr, &rlp, &rh, &rlse);
+        arbor_ref_token_stats_bwd(seen.data(), 1, k.vocab, k.vocab, k.limit, &y, k.temperature, nullptr, &dglp, &dgh,
+                                  rg.data());
+        const double ftol = 4e-5 * (1 + lnv) + 2e-6 * zmax;
+        fw = std::max({fw, err_ratio(rlp, lph[r], ftol), err_ratio(rh, hh[r], ftol), err_ratio(rlse, lseh[r], ftol)});
+        const double btol = (fabs(glp_v) + fabs(gh_v) * (1 + lnv)) * (4e-5 + 2e-6 * zmax) / k.temperature + 1e-30;
+        for (int64_t j = 0; j < k.vocab; ++j) bw = std::max(bw, err_ratio(rg[j], gseen[j], btol + fabs(rg[j]) * ulp + 0x1p-24));
+    }
+    const std::string what = shape + " " + dtype_name(dtype) + " rows 0, T/2, T-1";
+    record_check(c, "token_stats_fwd_large", what, rc == ARBOR_OK ? fw : INFINITY);
+    record_check(c, "token_stats_bwd_large", what, rc == ARBOR_OK ? bw : INFINITY);
 }
 
 void time_reference_shapes(Ctx& c) {
@@ -208,6 +285,7 @@ void time_reference_shapes(Ctx& c) {
         });
         record_time(c, "token_stats_fwd+bwd", shape, dtype_name(s.dtype), ms, 3.0 * n * esz);
         CUDA_OK(cudaGetLastError());
+        check_reference_rows(c, s.dtype, x, k, lab.p, shape);
     }
 }
 

@@ -149,5 +149,14 @@ class TrainCommandTest {
         }
         assertEquals(1040, ImageIO.read(cmp.resolve("compare.png").toFile()).getWidth());
         assertTrue(Files.exists(cmp.resolve("seed1/sft/policy.safetensors")) && Files.exists(cmp.resolve("seed1/tree-grpo/metrics.jsonl")));
+
+        // compare from existing cold starts: {seed} picks each seed's checkpoint, no SFT is trained
+        Path cmp2 = dir.resolve("cmp2");
+        String out2 = run(concat(concat(new String[] {"compare"}, TINY), "--recipes", "grpo", "--seeds", "1", "--budget", "60",
+                "--init", cmp.toString() + "/seed{seed}/sft/policy.safetensors", "--out", cmp2.toString()));
+        assertTrue(out2.contains("start from " + cmp.resolve("seed1/sft/policy.safetensors")), out2);
+        Map<?, ?> cj2 = new ObjectMapper().readValue(cmp2.resolve("compare.json").toFile(), Map.class);
+        assertEquals(2, ((List<?>) cj2.get("runs")).size(), "the start's evaluation and grpo");
+        assertTrue(jsonl(cmp2.resolve("seed1/sft/metrics.jsonl")).stream().noneMatch(r -> "sft".equals(r.get("phase"))), "no SFT step");
     }
 }

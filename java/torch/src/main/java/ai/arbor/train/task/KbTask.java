@@ -22,8 +22,9 @@ import java.util.Set;
  * Question templates, each ending with the name to search first and needing the first hop's answer as
  * the second search:
  * <ul>
- *   <li>Founder of the employer of P? (P → its employer O → O's founder)
- *   <li>Employer of the founder of O? (O → its founder F → F's employer)
+ *   <li>City of the employer of P? (P → org → its city)
+ *   <li>Founder of the employer of P? (P → org → its founder)
+ *   <li>Birthplace of the founder of O? (O → founder → his city)
  * </ul>
  * The held-out split asks about people and organisations that no training question mentions.
  *
@@ -32,15 +33,18 @@ import java.util.Set;
  * second result — and it copies by attending a fixed distance back (see {@link ArithTask}). So every
  * person is two 4-letter consonant–vowel words ({@value #NAME_CHARS} characters, {@code Zuga Nosi}),
  * every organisation one such word plus {@code " Corp"} (also {@value #NAME_CHARS}), every city one
- * 5-letter word ({@code Bumak}); every question ends with its name and {@code "?"}; the first relation
- * phrase of both kinds of document has one length ({@code " is employed by "}, {@code " was founded by "}),
- * so the second-hop name and the answer sit at one offset of every result, and the search returns one hit,
- * so the layout of a result never varies: both later copies span the same distance. Measured (SFT, 1000
- * steps, 200 held-out questions, greedy): with variable-length names (1–2 syllables plus an optional "n")
- * the policy answered none; with fixed lengths and a third template whose answer was the city at the
- * other end of the result (City of the employer of P?, Birthplace of the founder of O?), it copied the
- * founder slot but never the city slot (0 of 107 city questions), hence the two templates that both
- * answer from the one slot. The cities stay in the documents as facts nobody asks about.
+ * 5-letter word ({@code Bumak}); every question ends with its name and {@code "?"}; the two relation
+ * phrases of a document have equal lengths across entity types ({@code " is employed by "} /
+ * {@code " was founded by "}, {@code " was born in "} / {@code " is based in "}), so the second-hop name
+ * sits at one offset of every result and the answer at one of two (a founder's or a city's slot, chosen by
+ * the question's first word). The search returns one hit, so the layout of a result never varies. With
+ * variable-length names (1–2 syllables plus an optional "n", first names of any length) the policy
+ * answered none of the held-out questions after 1000 SFT steps (measured): it searched for names of the
+ * question's shape but with the wrong letters. With these shapes it answered 0.195 of 200 (greedy, seed 1;
+ * 138 first searches right, 110 second searches right): the residual copy errors are almost all the last
+ * letter of a 4-letter word, and it answered no city question (it guessed a city instead of copying the
+ * second slot), only founder questions (37 of 93). Moving every answer into the founder slot (asking for a
+ * founder's employer instead of cities) scored 0.000 in one run, so that is not the fix by itself.
  */
 public final class KbTask {
     /** A corpus document. */
@@ -64,12 +68,11 @@ public final class KbTask {
 
     public KbTask(long seed, int trainSize, int heldOutSize) {
         if (trainSize < 0 || heldOutSize < 0) throw new IllegalArgumentException("split sizes must be >= 0, got " + trainSize + ", " + heldOutSize);
-        // one question per person and per organisation, three quarters of them for training
-        int nOrgs = Math.max(8, (trainSize + heldOutSize) / 4), nPeople = 5 * nOrgs, nCities = Math.max(6, nOrgs / 2);
+        int nOrgs = Math.max(8, (trainSize + heldOutSize) / 6), nPeople = 4 * nOrgs, nCities = Math.max(6, nOrgs / 2);
         // organisation words are reserved (no person uses them) so that a search for "Duma Corp" finds the
         // organisation; half the words stay for people
         if (nOrgs > WORDS / 2)
-            throw new IllegalArgumentException("kb supports at most " + 4 * (WORDS / 2) + " problems in all, got " + (trainSize + heldOutSize));
+            throw new IllegalArgumentException("kb supports at most " + 6 * (WORDS / 2) + " problems in all, got " + (trainSize + heldOutSize));
         Random rnd = new Random(seed);
         Set<String> used = new HashSet<>();
         List<String> cities = new ArrayList<>();
@@ -111,12 +114,12 @@ public final class KbTask {
         for (int i = 0; i < people.size(); i++) {
             String p = people.get(i), o = employer.get(p);
             boolean test = i >= pCut;
-            // (questions whose answer would be the question's own name are left out)
-            if (!founder.get(o).equals(p)) pool.add(problem(test, "Founder of the employer of " + p + "?", founder.get(o), p, o));
+            pool.add(problem(test, "City of the employer of " + p + "?", hq.get(o), p, o));
+            pool.add(problem(test, "Founder of the employer of " + p + "?", founder.get(o), p, o));
         }
         for (int i = 0; i < orgs.size(); i++) {
             String o = orgs.get(i), f = founder.get(o);
-            if (!employer.get(f).equals(o)) pool.add(problem(i >= oCut, "Employer of the founder of " + o + "?", employer.get(f), o, f));
+            pool.add(problem(i >= oCut, "Birthplace of the founder of " + o + "?", birthplace.get(f), o, f));
         }
         java.util.Collections.shuffle(pool, rnd);
         for (Problem p : pool) {

@@ -68,7 +68,7 @@ class TasksTest {
     static final String WORD = "[BDFGHKLMNPRSTVZ][aeiou][bdfghklmnprstvz][aeiou]";
     static final Pattern PERSON = Pattern.compile(WORD + " " + WORD), ORG = Pattern.compile(WORD + " Corp"),
             CITY = Pattern.compile("[BDFGHKLMNPRSTVZ][aeiou][bdfghklmnprstvz][aeiou][bdfgklmnprtz]");
-    static final Pattern QUESTION = Pattern.compile("(Founder of the employer of|Employer of the founder of) (.{9})\\?");
+    static final Pattern QUESTION = Pattern.compile("(City of the employer of|Founder of the employer of|Birthplace of the founder of) (.{9})\\?");
 
     /** The fixed shapes: names of fixed length, every document in one layout, every question ending with its name. */
     @Test
@@ -96,7 +96,7 @@ class TasksTest {
                 cities++;
             }
         }
-        assertEquals(5 * orgs, people);
+        assertEquals(4 * orgs, people);
         assertTrue(cities >= orgs / 2, cities + " cities");
         // a person's words are never an organisation's, so "Duma Corp" finds the organisation
         Set<String> orgWords = new HashSet<>(), personWords = new HashSet<>();
@@ -113,13 +113,11 @@ class TasksTest {
             assertTrue(m.matches(), "question shape: " + p.question());
             String hop1 = p.plan().get(0).argument(), hop2 = p.plan().get(1).argument();
             assertEquals(hop1, m.group(2), "the question ends with the first search");
-            // the second hop sits at offset 25 of the first result, the answer at offset 25 of the second
+            // the second hop sits at offset 25 of the first result; the answer at 25 (founder) or 58 (city)
             assertEquals(hop2, byTitle.get(hop1).substring(25, 34));
-            assertEquals(p.answer(), byTitle.get(hop2).substring(25, 34), p.question());
-            boolean founder = m.group(1).startsWith("Founder");
-            assertTrue((founder ? PERSON : ORG).matcher(hop1).matches(), p.question());
-            assertTrue((founder ? PERSON : ORG).matcher(p.answer()).matches(), p.question());
-            assertFalse(p.question().contains(p.answer()), p.question());
+            int at = m.group(1).startsWith("Founder") ? 25 : 58;
+            assertEquals(p.answer(), byTitle.get(hop2).substring(at, at + p.answer().length()), p.question());
+            assertTrue(m.group(1).startsWith("Birthplace") ? ORG.matcher(hop1).matches() : PERSON.matcher(hop1).matches(), p.question());
         }
     }
 

@@ -16,12 +16,14 @@ import java.util.Map;
  * {@link KbTask} for training: BM25 search over the generated knowledge base (the best passage per
  * search, so observations stay short for a character-level tokenizer), answers in {@code <answer>} tags
  * graded by exact match ({@link QaGrader}). A solved response reads
- * <pre>{@code Q: Who founded the employer of Bota Kin?
- * <search>Bota Kin</search> <result>
- * Doc 1(Title: Bota Kin) Bota Kin works at Zuri Corp. Bota Kin was born in Tamun.
- * </result><search>Zuri Corp</search> <result>
- * Doc 1(Title: Zuri Corp) Zuri Corp is headquartered in Lomi. Zuri Corp was founded by Vena Dosh.
- * </result><answer>Vena Dosh</answer>}</pre>
+ * <pre>{@code Q: Founder of the employer of Zuga Nosi?
+ * <search>Zuga Nosi</search> <result>
+ * Doc 1(Title: Zuga Nosi) Zuga Nosi is employed by Duma Corp. Zuga Nosi was born in Bumak.
+ * </result><search>Duma Corp</search> <result>
+ * Doc 1(Title: Duma Corp) Duma Corp was founded by Lati Veso. Duma Corp is based in Kirol.
+ * </result><answer>Lati Veso</answer>}</pre>
+ * Every name has a fixed length and every result the same layout ({@link KbTask}), so each copy the policy
+ * makes (question → first search, result → second search, result → answer) spans a fixed distance.
  */
 final class KbTraining implements TrainingTask {
     /** The cold start: 40 % two searches, 20 % one search then a guess, 40 % a guess without searching. */

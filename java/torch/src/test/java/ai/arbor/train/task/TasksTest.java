@@ -54,12 +54,92 @@ class TasksTest {
         assertEquals(60, kb.heldOut().size());
         var byTitle = new java.util.HashMap<String, String>();
         kb.corpus().forEach(d -> byTitle.put(d.title(), d.text()));
+        assertEquals(kb.corpus().size(), byTitle.size(), "distinct titles");
         for (var p : kb.train()) checkAnswerable(p, byTitle);
         for (var p : kb.heldOut()) checkAnswerable(p, byTitle);
         Set<String> trainSubjects = new HashSet<>();
         kb.train().forEach(p -> trainSubjects.add(p.plan().get(0).argument()));
         kb.heldOut().forEach(p -> assertFalse(trainSubjects.contains(p.plan().get(0).argument()),
                 "held-out subject also asked about in train: " + p.plan().get(0).argument()));
+        // same seed, same knowledge base
+        assertEquals(kb.train(), new KbTask(3, 300, 60).train());
+    }
+
+    static final String WORD = "[BDFGHKLMNPRSTVZ][aeiou][bdfghklmnprstvz][aeiou]";
+    static final Pattern PERSON = Pattern.compile(WORD + " " + WORD), ORG = Pattern.compile(WORD + " Corp"),
+            CITY = Pattern.compile("[BDFGHKLMNPRSTVZ][aeiou][bdfghklmnprstvz][aeiou][bdfgklmnprtz]");
+    static final Pattern QUESTION = Pattern.compile("(City of the employer of|Founder of the employer of|Birthplace of the founder of) (.{9})\\?");
+
+    /** The fixed shapes: names of fixed length, every document in one layout, every question ending with its name. */
+    @Test
+    void kbNamesQuestionsAndDocumentsHaveFixedShapes() {
+        KbTask kb = new KbTask(5, 4000, 200);   // the default split sizes of `arbor train`
+        int people = 0, orgs = 0, cities = 0;
+        for (KbTask.Doc d : kb.corpus()) {
+            String t = d.title(), x = d.text();
+            if (PERSON.matcher(t).matches()) {
+                people++;
+                // 9 + " is employed by " + 9 + ". " + 9 + " was born in " + 5 + "."
+                assertEquals(64, x.length(), x);
+                assertTrue(x.startsWith(t + " is employed by ") && ORG.matcher(x.substring(25, 34)).matches()
+                        && x.substring(34).equals(". " + t + " was born in " + x.substring(58, 63) + ".")
+                        && CITY.matcher(x.substring(58, 63)).matches(), x);
+            } else if (ORG.matcher(t).matches()) {
+                orgs++;
+                assertEquals(64, x.length(), x);
+                assertTrue(x.startsWith(t + " was founded by ") && PERSON.matcher(x.substring(25, 34)).matches()
+                        && x.substring(34).equals(". " + t + " is based in " + x.substring(58, 63) + ".")
+                        && CITY.matcher(x.substring(58, 63)).matches(), x);
+            } else {
+                assertTrue(CITY.matcher(t).matches(), "a city: " + t);
+                assertEquals(t + " is a city.", x);
+                cities++;
+            }
+        }
+        assertEquals(4 * orgs, people);
+        assertTrue(cities >= orgs / 2, cities + " cities");
+        // a person's words are never an organisation's, so "Duma Corp" finds the organisation
+        Set<String> orgWords = new HashSet<>(), personWords = new HashSet<>();
+        for (KbTask.Doc d : kb.corpus()) {
+            if (ORG.matcher(d.title()).matches()) orgWords.add(d.title().substring(0, 4));
+            if (PERSON.matcher(d.title()).matches()) personWords.addAll(java.util.List.of(d.title().split(" ")));
+        }
+        personWords.retainAll(orgWords);
+        assertEquals(Set.of(), personWords);
+        var byTitle = new java.util.HashMap<String, String>();
+        kb.corpus().forEach(d -> byTitle.put(d.title(), d.text()));
+        for (var p : java.util.stream.Stream.concat(kb.train().stream(), kb.heldOut().stream()).toList()) {
+            Matcher m = QUESTION.matcher(p.question());
+            assertTrue(m.matches(), "question shape: " + p.question());
+            String hop1 = p.plan().get(0).argument(), hop2 = p.plan().get(1).argument();
+            assertEquals(hop1, m.group(2), "the question ends with the first search");
+            // the second hop sits at offset 25 of the first result; the answer at 25 (founder) or 58 (city)
+            assertEquals(hop2, byTitle.get(hop1).substring(25, 34));
+            int at = m.group(1).startsWith("Founder") ? 25 : 58;
+            assertEquals(p.answer(), byTitle.get(hop2).substring(at, at + p.answer().length()), p.question());
+            assertTrue(m.group(1).startsWith("Birthplace") ? ORG.matcher(hop1).matches() : PERSON.matcher(hop1).matches(), p.question());
+        }
+    }
+
+    /** The task's own search (BM25, one hit) finds each hop's document first, for every question. */
+    @Test
+    void kbSearchFindsEveryHop() {
+        try (TrainingTask task = TrainingTask.create("kb", 5, 4000, 200);
+                ai.arbor.rollout.ToolSession tools = task.tools().open()) {
+            var search = (ai.arbor.tools.SearchTool) tools.tool("search");
+            for (var p : java.util.stream.Stream.concat(task.train().stream(), task.heldOut().stream()).toList()) {
+                for (var step : p.plan()) {
+                    var hits = search.search(step.argument(), 1);
+                    assertEquals(step.argument(), hits.get(0).title(), "top hit for " + step.argument());
+                }
+            }
+        }
+    }
+
+    @Test
+    void kbRejectsSplitsLargerThanItsNames() {
+        var e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, () -> new KbTask(1, 100_000, 200));
+        assertTrue(e.getMessage().contains("100200"), e.getMessage());
     }
 
     /** Following the plan through the corpus reaches the gold answer, and the question names only hop 1. */

@@ -5,10 +5,11 @@ import ai.arbor.reward.MathGrader;
 import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.ToolProvider;
-import ai.arbor.rollout.ToolSession;
 import ai.arbor.sandbox.PythonSandbox;
 import ai.arbor.sandbox.SandboxSession;
+import ai.arbor.tools.Observation;
 import ai.arbor.tools.PythonTool;
+import ai.arbor.tools.Tool;
 import java.math.BigInteger;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -16,8 +17,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * {@link ArithTask} for training: the Python tool over the local jailed sandbox (one stateful session per
- * trajectory; workers are reset in place when a session closes, {@code recycleWorkers}), answers graded by
+ * {@link ArithTask} for training: the Python tool over the local jailed sandbox (a fresh interpreter per
+ * call; workers are reset in place when a session closes, {@code recycleWorkers}), answers graded by
  * {@link MathGrader}. A solved response reads
  * <pre>{@code Q: 417*38-290
  * <python>print(417*38-290)</python> <result>
@@ -69,12 +70,49 @@ final class ArithTraining implements TrainingTask {
         return sandbox;
     }
 
+    /**
+     * The Python tool, one fresh interpreter per call: each call leases a sandbox worker, runs, and gives it
+     * back (reset in place, about 2 ms). An arith program is self-contained ({@code print(expr)}), so no
+     * notebook state is lost; in exchange a path holds no worker while the policy generates, and rollouts
+     * with many concurrent paths (AEPO: up to 48 per prompt) never wait for one of the few workers. With a
+     * session held per path, AEPO's tool calls waited past the 30 s tool timeout and 65–70 % of its
+     * trajectories were masked as infrastructure failures (bench/RESULTS.md, "Training").
+     */
     @Override
     public ToolProvider tools() {
-        return () -> {
-            SandboxSession s = sandbox().openSession();
-            return ToolSession.of(List.of(new PythonTool(s)), true, s);
-        };
+        return ToolProvider.shared(new PerCallPython());
+    }
+
+    /** {@link PythonTool} over a session leased for one call. */
+    private final class PerCallPython implements Tool {
+        @Override
+        public String name() {
+            return "python";
+        }
+
+        @Override
+        public String description() {
+            return "Runs Python 3 code in a fresh sandboxed interpreter (the value of a final expression is printed). "
+                    + "numpy and sympy are available; no network. Returns stdout and stderr.";
+        }
+
+        @Override
+        public String parametersSchema() {
+            return "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"description\":\"Python code to run\"}},\"required\":[\"code\"]}";
+        }
+
+        @Override
+        public Observation call(String arguments) {
+            SandboxSession s;
+            try {
+                s = sandbox().openSession();
+            } catch (RuntimeException e) {
+                return Observation.infrastructureFailure("the sandbox has no free worker: " + e.getMessage(), e);
+            }
+            try (s) {
+                return new PythonTool(s).call(arguments);
+            }
+        }
     }
 
     @Override

@@ -21,6 +21,9 @@ import java.io.IOException;
  */
 public final class PythonTool implements Tool {
 
+    /** The tool's JSON-schema parameters: {@code {"code": string}} (or the code itself as the argument). */
+    public static final String PARAMETERS_SCHEMA = "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"description\":\"Python code to run\"}},\"required\":[\"code\"]}";
+
     private static final ObjectMapper JSON = new ObjectMapper();
     private final SandboxSession session;
 
@@ -47,7 +50,7 @@ public final class PythonTool implements Tool {
 
     @Override
     public String parametersSchema() {
-        return "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"description\":\"Python code to run\"}},\"required\":[\"code\"]}";
+        return PARAMETERS_SCHEMA;
     }
 
     @Override

@@ -121,9 +121,7 @@ public final class TorchAdvantages {
     private static float[] hostFloats(Tensor t, String name) {
         Check.notNull(name, t);
         if (t.dim() > 1) throw new IllegalArgumentException(name + " must be [B], got " + t.dim() + " dims");
-        float[] a = new float[(int) t.numel()];
-        if (a.length > 0) t.to(ScalarType.Float).cpu().contiguous().data_ptr_float().get(a);
-        return a;
+        return TorchTensors.hostFloats(t);
     }
 
     private static int[] hostInts(Tensor t, int n, String name) {

@@ -12,7 +12,6 @@ import ai.arbor.kernels.PolicyLoss;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
 import java.nio.DoubleBuffer;
-import java.nio.FloatBuffer;
 import java.util.List;
 import org.bytedeco.pytorch.Scalar;
 import org.bytedeco.pytorch.ScalarOptional;
@@ -136,7 +135,7 @@ public final class TorchPolicyLoss {
         if (cfg.selectsByEntropy()) {  // the threshold is a host scalar: one statistics pass, one copy
             sel = TorchTensors.flat(TorchTokenStats.forward(logits, null, (float) cfg.temperature(), null, vocabLimit)
                     .entropy(), rows, "entropy");
-            thr = PolicyLoss.aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), toFloats(sel), toFloats(m));
+            thr = PolicyLoss.aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), TorchTensors.hostFloats(sel), TorchTensors.hostFloats(m));
         }
 
         Tensor grad = inPlace ? logits : TorchTensors.empty(logits, sizes(logits), TorchTensors.scalarType(dt));
@@ -248,13 +247,6 @@ public final class TorchPolicyLoss {
 
     private static ScalarOptional opt(double v) {
         return new ScalarOptional(new Scalar(v));
-    }
-
-    private static float[] toFloats(Tensor t) {
-        Tensor c = t.cpu().contiguous();
-        float[] a = new float[(int) c.numel()];
-        ((FloatBuffer) c.createBuffer()).get(a);
-        return a;
     }
 
     private static long[] sizes(Tensor t) {

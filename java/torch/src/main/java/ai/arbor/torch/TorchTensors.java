@@ -188,4 +188,20 @@ public final class TorchTensors {
             return 0L;
         }
     }
+
+    /** A host copy of {@code t}'s elements as float32, in row-major order (any dtype, device and strides). */
+    public static float[] hostFloats(Tensor t) {
+        Tensor c = t.to(ScalarType.Float).cpu().contiguous();
+        float[] a = new float[Math.toIntExact(c.numel())];
+        if (a.length > 0) new org.bytedeco.javacpp.FloatPointer(c.data_ptr()).capacity(a.length).get(a);
+        return a;
+    }
+
+    /** A host copy of {@code t}'s elements as int64, in row-major order (any integer dtype, device and strides). */
+    public static long[] hostLongs(Tensor t) {
+        Tensor c = t.to(ScalarType.Long).cpu().contiguous();
+        long[] a = new long[Math.toIntExact(c.numel())];
+        if (a.length > 0) new org.bytedeco.javacpp.LongPointer(c.data_ptr()).capacity(a.length).get(a);
+        return a;
+    }
 }

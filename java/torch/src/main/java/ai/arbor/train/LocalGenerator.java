@@ -11,6 +11,7 @@ import ai.arbor.rollout.TokenContext;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.torch.TorchSampler;
 import ai.arbor.torch.model.DecodeBatch;
+import ai.arbor.torch.TorchTensors;
 import ai.arbor.torch.model.ReferencePolicy;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -295,8 +296,8 @@ public final class LocalGenerator implements Generator {
         TorchSampler.Sample s = TorchSampler.sample(logits, ai.arbor.kernels.SamplingParams.temperature(1f), 0L, 0L,
                 Tensor.create(keys, n), Tensor.create(steps, n), Tensor.create(temps, n), Tensor.create(topKs, n),
                 Tensor.create(topPs, n), null, null, tokenizer.vocabSize());
-        long[] tok = longs(s.tokens(), n);
-        float[] lp = floats(s.logprob(), n), h = floats(s.entropy(), n);
+        long[] tok = TorchTensors.hostLongs(s.tokens());   // host copies: the policy may be on CUDA
+        float[] lp = TorchTensors.hostFloats(s.logprob()), h = TorchTensors.hostFloats(s.entropy());
         int kmax = 0;
         for (Active a : rows) kmax = Math.max(kmax, a.request.params().topLogprobs());
         if (kmax > 0) topLogprobs(logits, rows, temps, Math.min(kmax, tokenizer.vocabSize()));
@@ -535,20 +536,6 @@ public final class LocalGenerator implements Generator {
             if (o instanceof Active a) a.future.completeExceptionally(new GenerationException("generator closed"));
             if (o instanceof Invalidate i) i.done().countDown();
         }
-    }
-
-    private static long[] longs(Tensor t, int n) {
-        long[] out = new long[n];
-        Tensor c = t.contiguous();
-        new org.bytedeco.javacpp.LongPointer(c.data_ptr()).capacity(n).get(out);
-        return out;
-    }
-
-    private static float[] floats(Tensor t, int n) {
-        float[] out = new float[n];
-        Tensor c = t.contiguous();
-        new org.bytedeco.javacpp.FloatPointer(c.data_ptr()).capacity(n).get(out);
-        return out;
     }
 
     /** Distinct context ids currently held (for tests). */

@@ -4,13 +4,13 @@ import ai.arbor.kernels.LossAgg;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
 import ai.arbor.torch.TorchPolicyLoss;
+import ai.arbor.torch.TorchTensors;
 import ai.arbor.torch.TorchTokenStats;
 import ai.arbor.torch.model.ReferencePolicy;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
-import org.bytedeco.javacpp.FloatPointer;
 import org.bytedeco.javacpp.PointerScope;
 import org.bytedeco.pytorch.AdamW;
 import org.bytedeco.pytorch.AdamWOptions;
@@ -20,7 +20,6 @@ import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.TensorArrayRefOptional;
 import org.bytedeco.pytorch.TensorVector;
 import org.bytedeco.pytorch.global.torch;
-import org.bytedeco.pytorch.global.torch.ScalarType;
 
 /**
  * The optimisation side of training: one optimizer step of supervised fine-tuning or of a clipped
@@ -134,7 +133,7 @@ public final class Trainer implements AutoCloseable {
                 Tensor logits = policy.forwardRows(r.tokens, r.rows);
                 Tensor data = logits.detach();
                 TorchTokenStats.Stats s = TorchTokenStats.forward(data, r.labels, 1f, null, vocabLimit);
-                float[] lp = floats(s.logprob(), r.count);
+                float[] lp = TorchTensors.hostFloats(s.logprob());
                 for (float v : lp) loss -= v;
                 // L = −Σ log p / N: ∂L/∂logprob = −1/N on every trained row
                 float[] g = new float[r.count];
@@ -308,7 +307,7 @@ public final class Trainer implements AutoCloseable {
                     if (r.count == 0) continue;
                     Tensor logits = model.forwardRows(r.tokens, r.rows);
                     TorchTokenStats.Stats st = TorchTokenStats.forward(logits, r.labels, temperature, null, vocabLimit);
-                    float[] lp = floats(st.logprob(), r.count), h = floats(st.entropy(), r.count);
+                    float[] lp = TorchTensors.hostFloats(st.logprob()), h = TorchTensors.hostFloats(st.entropy());
                     for (int k = 0; k < r.count; k++) {
                         int i = mb[r.seqOfRow[k]];
                         lps.get(i)[r.posOfRow[k]] = lp[k];
@@ -418,14 +417,6 @@ public final class Trainer implements AutoCloseable {
 
     private static Tensor to(Tensor host, ReferencePolicy model) {
         return model.device().is_cpu() ? host : host.to(model.device(), host.scalar_type());
-    }
-
-    static float[] floats(Tensor t, int n) {
-        float[] out = new float[n];
-        if (n == 0) return out;
-        Tensor c = t.to(ScalarType.Float).cpu().contiguous();
-        new FloatPointer(c.data_ptr()).capacity(n).get(out);
-        return out;
     }
 
     @Override

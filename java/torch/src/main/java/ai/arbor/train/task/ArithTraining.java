@@ -98,7 +98,7 @@ final class ArithTraining implements TrainingTask {
 
         @Override
         public String parametersSchema() {
-            return "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"description\":\"Python code to run\"}},\"required\":[\"code\"]}";
+            return PythonTool.PARAMETERS_SCHEMA;
         }
 
         @Override

@@ -1,4 +1,4 @@
-// Advantages and token-level shaping (ALGORITHMS.md §3) — CUDA kernels (issue #4), same ABI and
+// Advantages and token-level shaping (docs/algorithms.md §3) — CUDA kernels, same ABI and
 // semantics as native/src/advantages.cpp (contract: native/include/arbor/advantages.h).
 //
 // v2 (this file; v1 did the statistics in one block, which is latency-bound past ~10^5 tokens). Tokens
@@ -237,7 +237,7 @@ __global__ void adv_apply_kernel(const float* __restrict__ seq_adv, int64_t n_se
         } else if (all_nan) {
             out[t] = NAN;
         } else if (mode == ARBOR_ADV_AEPO || (post != nullptr && post[t] && entropy[t] >= tau)) {
-            // ALGORITHMS.md §3: Ã = A · (1 + coef · Ĥ), Ĥ = (H − μ) · scale — the CPU kernel's expression
+            // docs/algorithms.md §3: Ã = A · (1 + coef · Ĥ), Ĥ = (H − μ) · scale — the CPU kernel's expression
             const double h_hat = __dmul_rn(__dsub_rn((double)entropy[t], mean), scale);
             out[t] = (float)__dmul_rn((double)a, __dadd_rn(1.0, __dmul_rn((double)coef, h_hat)));
         } else {

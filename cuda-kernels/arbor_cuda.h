@@ -60,7 +60,7 @@ int arbor_cuda_token_stats_bwd_f16(const uint16_t* logits, int64_t rows, int64_t
                                    const float* grad_logprob, const float* grad_entropy, void* grad_logits,
                                    int grad_dtype, int64_t grad_row_stride, void* stream);
 
-/* ---- policy loss (issue #3) ---- */
+/* ---- policy loss (docs/algorithms.md §2) ---- */
 /* ABI and definitions: native/include/arbor/policy_loss.h. The workspace (device memory,
  * 8-byte aligned, arbor_policy_loss_workspace_bytes) is required. Inputs are not validated on the
  * host: a mask value outside [0, 1] or a valid row's sequence id outside [0, num_seqs) makes the
@@ -98,7 +98,7 @@ int arbor_cuda_policy_loss_fused_f16(const arbor_policy_loss_config* cfg, const 
                                      int grad_dtype, int64_t grad_row_stride, double* sums, void* workspace,
                                      int64_t workspace_bytes, void* stream);
 
-/* ---- advantages (issue #4) ---- */
+/* ---- advantages (docs/algorithms.md §3) ---- */
 
 /* Token-level advantages (arbor/advantages.h). stats is a device array of ARBOR_ADV_NSTATS doubles; the
  * statistics passes write it and the elementwise pass reads it, in stream order (with a small workspace
@@ -110,7 +110,7 @@ int arbor_cuda_token_advantages(const float* seq_adv, int64_t n_seqs, const void
                                 const uint8_t* post_tool, int mode, float coef, double top_fraction, float* adv_out,
                                 double* stats, void* stream);
 
-/* ---- sampling (issue #7) ---- */
+/* ---- sampling (docs/algorithms.md §10) ---- */
 /* Same arguments as arbor_cpu_sample_* (native/include/arbor/sampling.h). The tokens equal the CPU
  * kernel's bit for bit. Asynchrony: a row without a distribution (NaN/+inf/no finite logit) and a
  * row whose per-row parameter (device array) is invalid get token -1 and NaN outputs instead of a

@@ -65,7 +65,7 @@ __device__ __forceinline__ void store_vec(typename E::T* p, const float (&in)[N]
 }
 
 // Online softmax state of a set of z values, relative to its max m:
-//   s = sum e^{z-m},  u = sum e^{z-m} (z-m)        (ALGORITHMS.md §1: U, S)
+//   s = sum e^{z-m},  u = sum e^{z-m} (z-m)        (docs/algorithms.md §1: U, S)
 struct SoftmaxState {
     float m, s, u;
 };

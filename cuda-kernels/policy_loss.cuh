@@ -1,4 +1,4 @@
-// Clipped policy-gradient losses (ALGORITHMS.md §2) — CUDA kernels (issue #3), same ABI as
+// Clipped policy-gradient losses (docs/algorithms.md §2) — CUDA kernels, same ABI as
 // native/src/policy_loss.cpp (definitions: native/include/arbor/policy_loss.h). The per-token math and
 // the workspace layout are shared with the CPU (native/src/policy_loss_token.h); the per-row
 // statistics and gradient are the token-stats kernels' (block_row_stats, grad_elem).

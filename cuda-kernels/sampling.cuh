@@ -1,4 +1,4 @@
-// Sampling: fused sample + logprob + entropy — CUDA kernels (issue #7), same ABI as
+// Sampling: fused sample + logprob + entropy (docs/algorithms.md §10) — CUDA kernels, same ABI as
 // native/src/sampling.cpp (contract: native/include/arbor/sampling.h; definitions: docs/sampling.md).
 //
 // v1 (this file): one block per row, grid-stride over rows, mirroring the CPU kernel step by step:

@@ -1,4 +1,4 @@
-// CUDA token statistics (ALGORITHMS.md §1), same ABI as native/src/token_stats.cpp.
+// CUDA token statistics (docs/algorithms.md §1), same ABI as native/src/token_stats.cpp.
 //
 // v1 (this file): one block per row, grid-stride over rows. Each thread keeps an online softmax
 // state over 16-byte vectors of the row (one rescale per vector), the block merges the states

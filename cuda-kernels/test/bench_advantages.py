@@ -1,4 +1,4 @@
-"""PyTorch eager (and torch.compile) timings of Arbor's token-level advantage math (ALGORITHMS.md §3:
+"""PyTorch eager (and torch.compile) timings of Arbor's token-level advantage math (docs/algorithms.md §3:
 broadcast, AEPO entropy-aware, TAO-RL post-tool top-q) at the shapes of check_advantages.cu."""
 import math
 import sys

@@ -1,5 +1,5 @@
-"""PyTorch eager autograd (and torch.compile) timings of Arbor's policy loss at the GPU.md shapes:
-forward + backward of the token-mean PPO clip loss (ALGORITHMS.md §2) from logits, the same math as
+"""PyTorch eager autograd (and torch.compile) timings of Arbor's policy loss at the reference shapes of gpu-check.sh:
+forward + backward of the token-mean PPO clip loss (docs/algorithms.md §2) from logits, the same math as
 cuda-kernels/policy_loss.cuh (kernel names match gpu_check's 'policy_loss_fused_fwd+bwd')."""
 import sys
 

@@ -1,4 +1,4 @@
-"""PyTorch eager (and torch.compile) timings of Arbor's sampling math at the GPU.md shape B = 256,
+"""PyTorch eager (and torch.compile) timings of Arbor's sampling math at the reference shape of gpu-check.sh, B = 256,
 V = 151936: tempered softmax + multinomial + the token's logprob + the row entropy, the same outputs
 as arbor_cuda_sample_*. Kernel names match check_sampling.cu's kernel_times.csv rows."""
 import sys

@@ -1,4 +1,4 @@
-"""PyTorch eager (and torch.compile) timings of Arbor's token-statistics math at the GPU.md shapes."""
+"""PyTorch eager (and torch.compile) timings of Arbor's token-statistics math at the reference shapes of gpu-check.sh."""
 import sys
 
 import torch

@@ -1,6 +1,6 @@
 // GPU check of the policy-loss kernels (cuda-kernels/policy_loss.cuh) against the scalar double
 // reference arbor_ref_policy_loss (native/src/reference_policy_loss.cpp) and the CPU kernels, then
-// timing at the GPU.md reference shapes. See harness.h and gpu-check.sh.
+// timing at the reference shapes of gpu-check.sh. See harness.h.
 //
 // Inputs are built like the Java tests' (PolicyLossTest): each valid token's log-ratio δ and
 // reference gap κ are placed relative to the reference logprob, 0.01 away from every kink (clip
@@ -357,7 +357,7 @@ __global__ void pl_fill_logits(uint16_t* bf16, float* f32, int64_t n, uint64_t s
     }
 }
 
-// Forward + backward of the token-mean PPO loss (the issue's benchmark), fused and composable.
+// Forward + backward of the token-mean PPO loss (the policy-loss benchmark of bench/RESULTS.md), fused and composable.
 void time_reference_shapes(Ctx& ctx) {
     printf("timing (median of 20, CUDA events), token-mean PPO forward+backward:\n");
     struct Shape { int64_t rows, vocab; int dtype; };

@@ -1,5 +1,5 @@
 // GPU check of the token-statistics kernels (cuda-kernels/token_stats.cuh) against the scalar double
-// reference (native/src/reference.cpp), then timing at the GPU.md reference shapes.
+// reference (native/src/reference.cpp), then timing at the reference shapes of gpu-check.sh.
 //
 // Tolerances (the reference runs on exactly the values the kernel reads, so they hold for every dtype):
 // forward |err| <= 4e-5 (1 + ln V) + 2e-6 max|z|; backward per element

@@ -1,4 +1,4 @@
-// gpu_check: the JVM-free GPU check (see gpu-check.sh and ../../shared/design/GPU.md).
+// gpu_check: the JVM-free GPU check (see gpu-check.sh and docs/kernels.md).
 // Usage: gpu_check OUTDIR [--quick]
 #include <string.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // JVM-free GPU check harness: shared helpers for the per-kernel check files (check_<kernel>.cu).
 // Each check compares a CUDA kernel with the scalar double-precision reference from native/ on fresh
-// random inputs, then times it with CUDA events at the GPU.md reference shapes. See gpu-check.sh.
+// random inputs, then times it with CUDA events at the reference shapes listed in gpu-check.sh.
 #ifndef ARBOR_GPU_HARNESS_H
 #define ARBOR_GPU_HARNESS_H
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch eager (and torch.compile, where it works) timings of the same math as Arbor's kernels, at
-the GPU.md reference shapes, for gpu-check.sh. Writes OUTDIR/torch_times.csv:
+the reference shapes listed in gpu-check.sh, for gpu-check.sh. Writes OUTDIR/torch_times.csv:
 kernel,shape,dtype,impl,ms   (median of 20 runs with CUDA events, after warm-up)
 
 Each kernel family has a module bench_<kernel>.py here with a function bench(rows_out) that appends

@@ -1,5 +1,5 @@
-// Advantages and token-level shaping (ALGORITHMS.md §3) — CPU kernel and its double reference
-// (issue #4). Contract: arbor/advantages.h.
+// Advantages and token-level shaping (docs/algorithms.md §3) — CPU kernel and its double reference.
+// Contract: arbor/advantages.h.
 //
 // Three passes over the tokens, each split into fixed chunks of TOKEN_CHUNK tokens (the split does not
 // depend on the thread count): (1) per-chunk partial counts and entropy sums, combined in chunk order;
@@ -140,7 +140,7 @@ static int64_t apply(Ids ids, const float* seq_adv, int64_t n_seqs, const uint8_
         } else if (all_nan) {
             out[t] = NAN;
         } else if (MODE == ARBOR_ADV_AEPO || (post != nullptr && post[t] && h[t] >= tau)) {
-            // ALGORITHMS.md §3: Ã = A · (1 + coef · Ĥ), Ĥ = (H − μ) / sqrt(var + eps)
+            // docs/algorithms.md §3: Ã = A · (1 + coef · Ĥ), Ĥ = (H − μ) / sqrt(var + eps)
             const double h_hat = ((double)h[t] - mean) * scale;
             out[t] = (float)((double)a * (1.0 + (double)coef * h_hat));
             shaped++;

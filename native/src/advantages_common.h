@@ -43,7 +43,7 @@ static inline bool bad_token_adv_args(const void* seq_adv, int64_t n_seqs, const
 
 // k = ceil(q · n) for n >= 1, in [1, n]; a product within a relative 1e-6 of an integer counts as that
 // integer, so q = 0.2, n = 10 gives 2 whatever the rounding of 0.2 — even a float 0.2f (relative error
-// 3e-8) passed on as a double (ALGORITHMS.md §3, TAO-RL top-q_H).
+// 3e-8) passed on as a double (docs/algorithms.md §3, TAO-RL top-q_H).
 ARBOR_ADV_HD static inline int64_t top_fraction_count(double q, int64_t n) {
     if (n <= 0) return 0;
     const double x = q * (double)n;

@@ -1,4 +1,4 @@
-// Clipped policy-gradient losses (ALGORITHMS.md §2) — CPU kernels (issue #3). The ABI and the exact
+// Clipped policy-gradient losses (docs/algorithms.md §2) — CPU kernels. The ABI and the exact
 // definitions are in arbor/policy_loss.h; the per-token math (shared with CUDA) in
 // policy_loss_token.h. The fused kernel composes the same per-row building blocks as the token-stats
 // kernels (Isa::stats = row_stats, Isa::grad = row_grad of row_kernels.inc), so the composable path

@@ -1,4 +1,4 @@
-// The per-token policy loss (ALGORITHMS.md §2) and the workspace layout, shared by the CPU kernels
+// The per-token policy loss (docs/algorithms.md §2) and the workspace layout, shared by the CPU kernels
 // (policy_loss.cpp) and the CUDA kernels (cuda-kernels/policy_loss.cuh), so both run the same
 // arithmetic. Plain scalar float code: the per-token work is O(T), next to O(T·V) for the rows.
 #ifndef ARBOR_POLICY_LOSS_TOKEN_H
@@ -61,7 +61,7 @@ ARBOR_PL_HD ARBOR_PL_NOINLINE inline void token_loss(const arbor_policy_loss_con
             dual = true;
         }
     }
-    // KL to the reference, κ = ref - lp (ALGORITHMS.md §2).
+    // KL to the reference, κ = ref - lp (docs/algorithms.md §2).
     float kl = 0.0f, gk = 0.0f;
     if (c.kl_type == ARBOR_KL_K1) {
         kl = lp - ref;

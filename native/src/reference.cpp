@@ -1,6 +1,6 @@
 // Scalar double-precision references of the kernels: the ground truth for the JUnit tests and for
 // cuda-kernels/test. Written to be obviously correct, not fast: plain two-pass loops straight from
-// ALGORITHMS.md, no online rescaling, no vectorization.
+// docs/algorithms.md, no online rescaling, no vectorization.
 #include <math.h>
 
 #include "arbor/arbor.h"
@@ -83,7 +83,7 @@ extern "C" void arbor_ref_token_stats_bwd(const double* logits, int64_t rows, in
 }
 
 // ================================================================================================
-// Sampling (issue #7): the exact sampling distribution of every row, from a full sort in double.
+// Sampling (docs/algorithms.md §10): the exact sampling distribution of every row, from a full sort in double.
 // Definitions as in arbor/sampling.h: z = x / T; min-p keeps z_j - z_max >= log(min_p); top-k keeps
 // z_j >= the k-th largest z; top-p keeps the shortest descending prefix (of what min-p and top-k
 // kept) whose renormalized mass reaches top_p, plus the ties of its last value. Greedy (T = 0) is a

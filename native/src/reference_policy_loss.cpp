@@ -1,4 +1,4 @@
-// Scalar double-precision reference of the policy losses (ALGORITHMS.md §2; ABI in
+// Scalar double-precision reference of the policy losses (docs/algorithms.md §2; ABI in
 // arbor/policy_loss.h): the ground truth for cuda-kernels/test/check_policy_loss.cu and a cross-check
 // for the Java tests. Straight loops in double, built on the token-statistics reference
 // (arbor_ref_token_stats_fwd/bwd): logits → logprob, entropy → loss → per-row upstream gradients →

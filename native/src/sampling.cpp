@@ -1,4 +1,4 @@
-// Sampling: fused sample + logprob + entropy — CPU kernels (issue #7). Contract: arbor/sampling.h;
+// Sampling: fused sample + logprob + entropy (docs/algorithms.md §10) — CPU kernels. Contract: arbor/sampling.h;
 // definitions and the reasons behind them: docs/sampling.md.
 //
 // Per row:

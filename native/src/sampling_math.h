@@ -1,4 +1,4 @@
-// The sampling kernels' deciding arithmetic (issue #7), written once for the host (CPU kernels,
+// The sampling kernels' deciding arithmetic (docs/algorithms.md §10), written once for the host (CPU kernels,
 // scalar path and vector tails) and the device (cuda-kernels/sampling.cuh). Everything that decides
 // which token is drawn goes through these functions, so the CPU and CUDA kernels draw bitwise the
 // same token:

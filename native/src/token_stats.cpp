@@ -1,5 +1,5 @@
 // CPU token statistics: forward (logprob, entropy, log-sum-exp) and backward (dL/dlogits).
-// Formulas: ALGORITHMS.md §1. Per-row math lives in row_kernels.inc; this file validates arguments,
+// Formulas: docs/algorithms.md §1. Per-row math lives in row_kernels.inc; this file validates arguments,
 // splits rows over threads and handles masks, labels and output dtypes.
 #include <atomic>
 #include <math.h>

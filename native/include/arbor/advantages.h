@@ -1,4 +1,4 @@
-/* Advantages and token-level shaping (ALGORITHMS.md §3) — issue #4. Included by arbor/arbor.h.
+/* Advantages and token-level shaping (docs/algorithms.md §3). Included by arbor/arbor.h.
  *
  * Sequence-level estimators (GRPO, Dr.GRPO, Tree-GRPO) work on one reward per trajectory (B values)
  * and live in Java (ai.arbor.advantage.Advantages). This header is the token-level half: the

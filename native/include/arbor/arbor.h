@@ -20,7 +20,7 @@
  *  - num_threads <= 0 means "all hardware threads". Results are bitwise identical for every
  *    thread count.
  *
- * Formulas: ../../../../shared/design/ALGORITHMS.md (referred to as ALGORITHMS.md §N in comments).
+ * Formulas: docs/algorithms.md at the repository root (cited as docs/algorithms.md §N in comments).
  */
 #ifndef ARBOR_ARBOR_H
 #define ARBOR_ARBOR_H
@@ -55,7 +55,7 @@ const char* arbor_cpu_isa(void);
 void arbor_cpu_force_scalar(int force);
 
 /* ------------------------------------------------------------------------------------------------
- * Token statistics (ALGORITHMS.md §1).
+ * Token statistics (docs/algorithms.md §1).
  *
  * Forward, per row r with z = logits[r, :vocab_limit] / temperature:
  *   lse[r] = log sum_j exp(z_j);  logprob[r] = z_label - lse[r];  entropy[r] = lse[r] - sum_j p_j z_j
@@ -79,7 +79,7 @@ int arbor_cpu_token_stats_fwd_f16(const uint16_t* logits, int64_t rows, int64_t 
                                   int num_threads);
 
 /*
- * Backward (ALGORITHMS.md §1): from per-row upstream gradients g_lp = dL/dlogprob and
+ * Backward (docs/algorithms.md §1): from per-row upstream gradients g_lp = dL/dlogprob and
  * g_H = dL/dentropy (either may be NULL = 0) writes
  *   dL/dlogits[r, j] = ( g_lp (1[j=y] - p_j) - g_H p_j (z_j - sum_k p_k z_k) ) / temperature
  * for j < vocab_limit, and 0 for vocab_limit <= j < vocab (and for masked rows).
@@ -129,10 +129,10 @@ uint16_t arbor_f32_to_f16(float f);
 #endif
 
 /* Kernel families beyond token statistics, one header each (same conventions as above). */
-#include "arbor/policy_loss.h" /* clipped policy-gradient losses, fused with token stats (issue #3) */
+#include "arbor/policy_loss.h" /* clipped policy-gradient losses, fused with token stats (§2) */
 
-#include "arbor/advantages.h"  /* advantage estimators and token-level shaping (issue #4) */
+#include "arbor/advantages.h"  /* advantage estimators and token-level shaping (§3) */
 
-#include "arbor/sampling.h"    /* fused sample + logprob + entropy (issue #7) */
+#include "arbor/sampling.h"    /* fused sample + logprob + entropy (§10) */
 
 #endif /* ARBOR_ARBOR_H */

@@ -1,5 +1,5 @@
 /*
- * Clipped policy-gradient losses (ALGORITHMS.md §2), fused with token statistics (§1) — issue #3.
+ * Clipped policy-gradient losses (docs/algorithms.md §2), fused with token statistics (§1).
  * Included by arbor/arbor.h; the conventions stated there hold here (return codes, row strides,
  * vocab_limit, half types as uint16_t bits, num_threads / stream as the last argument, bitwise
  * identical results for every thread count).

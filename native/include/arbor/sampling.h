@@ -1,4 +1,4 @@
-/* Sampling: fused sample + logprob + entropy — issue #7. Included by arbor/arbor.h.
+/* Sampling: fused sample + logprob + entropy (docs/algorithms.md §10). Included by arbor/arbor.h.
  *
  * One call draws one token per row of a [rows, vocab] logits matrix and returns, per row,
  *   token            the sampled token id (int32 or int64, token_dtype = ARBOR_I32 | ARBOR_I64)

@@ -23,7 +23,7 @@ import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 
 /**
- * Token-level advantages (ALGORITHMS.md §3) per call over T tokens of 2048-token trajectories (flat layout,
+ * Token-level advantages (docs/algorithms.md §3) per call over T tokens of 2048-token trajectories (flat layout,
  * 7/8 of the tokens valid, 1/4 flagged post-tool): the native CPU kernel (array and direct-buffer entry),
  * the pure-Java double reference, libtorch eager on CPU tensors (the same AEPO math a trainer would write
  * with torch ops), and a copy of the kernel's minimal traffic (one pass: id 4 B, mask 1 B, entropy 4 B,

@@ -6,7 +6,7 @@ import java.util.stream.IntStream;
 /**
  * The token-mean PPO clip loss and ∂loss/∂logits in plain Java (the benchmarks' baseline): per row a
  * max, a sum of exponentials, the log-ratio, the clipped surrogate, and the gradient
- * g·(1[j = y] − p_j) with g = −A·r·w where the ratio is not clipped (ALGORITHMS.md §1–§2). Rows run in
+ * g·(1[j = y] − p_j) with g = −A·r·w where the ratio is not clipped (docs/algorithms.md §1–§2). Rows run in
  * parallel on the common fork-join pool; the loss is summed in row order.
  */
 final class JavaPolicyLoss {

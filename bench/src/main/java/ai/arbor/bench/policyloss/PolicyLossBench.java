@@ -26,7 +26,7 @@ import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
 
 /**
- * Forward + backward of the token-mean PPO loss (ALGORITHMS.md §2, ε = 0.2) from logits, at
+ * Forward + backward of the token-mean PPO loss (docs/algorithms.md §2, ε = 0.2) from logits, at
  * rows × vocab: the fused native kernel (statistics, loss and ∂loss/∂logits in one pass per row), the
  * composable native path (token stats forward, O(T) loss, token stats backward), libtorch eager with
  * autograd on the same math ({@link TorchPolicyLoss#eagerLoss}), and plain Java; plus a large memcpy,

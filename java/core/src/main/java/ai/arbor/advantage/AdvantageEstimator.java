@@ -3,7 +3,7 @@ package ai.arbor.advantage;
 import java.util.Locale;
 
 /**
- * The sequence-level estimators by name, for recipes (ALGORITHMS.md §3). Each constant delegates to
+ * The sequence-level estimators by name, for recipes (docs/algorithms.md §3). Each constant delegates to
  * {@link Advantages}, where the formulas and sources are documented.
  */
 public enum AdvantageEstimator {

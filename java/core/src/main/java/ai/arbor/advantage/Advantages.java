@@ -5,7 +5,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Sequence-level advantage estimators (ALGORITHMS.md §3): one reward per trajectory in, one advantage per
+ * Sequence-level advantage estimators (docs/algorithms.md §3): one reward per trajectory in, one advantage per
  * trajectory out. Statistics are computed in double precision in index order (deterministic), results
  * are rounded once to float. Group ids are arbitrary ints (not necessarily dense or sorted); a group is
  * the set of trajectories sharing an id.

@@ -4,7 +4,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Degenerate-group filter (DAPO dynamic sampling; TAO-RL; ALGORITHMS.md §3): a group whose rewards have
+ * Degenerate-group filter (DAPO dynamic sampling; TAO-RL; docs/algorithms.md §3): a group whose rewards have
  * std &lt; {@code minStd} (all right or all wrong) carries no GRPO signal — its advantages are ≈ 0 — and
  * only dilutes token-mean losses, so all of its trajectories are excluded. Reason:
  * {@link FilterReason#DEGENERATE_GROUP}.
@@ -12,8 +12,8 @@ import java.util.Map;
  *   degenerate(g) ⇔ |g| ≥ 2 and sqrt( Σ_{i∈g} (R_i − μ_g)² / |g| ) &lt; minStd
  * </pre>
  * The std is the population std (numpy {@code np.std}, as DAPO's released {@code dapo_ray_trainer.py}),
- * and groups of one are kept, as there. The released code keeps groups with std &gt; 0; ALGORITHMS.md's
- * threshold 1e-3 (default) also drops groups that differ only by float noise.
+ * and groups of one are kept, as there. The released code keeps groups with std &gt; 0; the threshold
+ * 1e-3 of docs/algorithms.md §3 (default) also drops groups that differ only by float noise.
  * {@link DynamicSampling} refills the batch with other prompts.
  *
  * @param minStd         threshold, >= 0 (0 drops nothing: std &lt; 0 never holds)
@@ -21,7 +21,7 @@ import java.util.Map;
  */
 public record DegenerateGroupFilter(double minStd, boolean keepSingletons) implements TrajectoryFilter {
 
-    /** ALGORITHMS.md §3's threshold. */
+    /** docs/algorithms.md §3's threshold. */
     public static final double MIN_STD = 1e-3;
 
     public DegenerateGroupFilter {

@@ -6,7 +6,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * DAPO dynamic sampling (Yu et al. 2025; verl {@code recipe/dapo}; ALGORITHMS.md §3): over-sample prompts
+ * DAPO dynamic sampling (Yu et al. 2025; verl {@code recipe/dapo}; docs/algorithms.md §3): over-sample prompts
  * until the batch holds {@code targetGroups} informative (non-degenerate) groups. The rollout engine
  * generates a round of prompts, hands the trajectories to {@link #add}, and draws
  * {@link Round#promptsToDraw()} more prompts until {@link #isFull()}; then {@link #batch()} gives the

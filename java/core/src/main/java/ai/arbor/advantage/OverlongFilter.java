@@ -4,7 +4,7 @@ import java.util.List;
 
 /**
  * DAPO overlong filtering (Yu et al. 2025, "DAPO: An Open-Source LLM Reinforcement Learning System at
- * Scale"; ALGORITHMS.md §3): truncated responses are masked from the loss, so a reasoning chain cut by the
+ * Scale"; docs/algorithms.md §3): truncated responses are masked from the loss, so a reasoning chain cut by the
  * length limit is not punished as if it were wrong. Reason: {@link FilterReason#TRUNCATED}.
  *
  * <p>DAPO's overlong <em>reward shaping</em> (the soft penalty over the last L_c tokens before L_max),

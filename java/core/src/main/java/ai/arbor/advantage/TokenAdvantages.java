@@ -12,7 +12,7 @@ import ai.arbor.kernels.MemRef;
 import java.util.Arrays;
 
 /**
- * Token-level advantages (ALGORITHMS.md §3): the sequence advantage of each trajectory broadcast over its
+ * Token-level advantages (docs/algorithms.md §3): the sequence advantage of each trajectory broadcast over its
  * valid tokens, optionally shaped by token entropy — AEPO's entropy-aware advantage or TAO-RL's
  * post-tool shaping ({@link TokenShaping} documents the formulas). Native kernels, CPU and CUDA, with
  * batch statistics reduced in a fixed order: the result is bitwise identical for every thread count.
@@ -202,7 +202,7 @@ public final class TokenAdvantages {
     // ---------------------------------------------------------------------------------------------
 
     /**
-     * The scalar reference, straight from ALGORITHMS.md §3 in double precision: index-order sums, a full
+     * The scalar reference, straight from docs/algorithms.md §3 in double precision: index-order sums, a full
      * sort for τ. Arguments as {@link #compute} ({@code seqIds} null = padded with {@code seqLen}); entropies
      * must be finite on valid tokens for the shaping modes.
      */
@@ -252,7 +252,7 @@ public final class TokenAdvantages {
                 case TAO_RL -> postTool != null && postTool[t] && entropy[t] >= tau;
             };
             if (shape) {
-                out[t] = a * (1.0 + shaping.coef() * (entropy[t] - mean) * scale);  // ALGORITHMS.md §3
+                out[t] = a * (1.0 + shaping.coef() * (entropy[t] - mean) * scale);  // docs/algorithms.md §3
                 shaped++;
             } else {
                 out[t] = a;

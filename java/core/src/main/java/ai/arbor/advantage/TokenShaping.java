@@ -3,7 +3,7 @@ package ai.arbor.advantage;
 import java.util.Locale;
 
 /**
- * How a sequence advantage A becomes token advantages Ã_t (ALGORITHMS.md §3). In both shaping modes
+ * How a sequence advantage A becomes token advantages Ã_t (docs/algorithms.md §3). In both shaping modes
  * <pre>
  *   Ĥ_t = (H_t − μ) / sqrt(var + 1e-8)
  * </pre>

@@ -3,7 +3,7 @@ package ai.arbor.advantage;
 import java.util.List;
 
 /**
- * TAO-RL tool-aware trajectory filter (ALGORITHMS.md §3): a trajectory that called a tool at least once
+ * TAO-RL tool-aware trajectory filter (docs/algorithms.md §3): a trajectory that called a tool at least once
  * and whose calls all failed (error, timeout, crash) is masked from the loss. With {@code strength} s the
  * trajectory's loss weight becomes 1 − s: s = 1 (default, the paper) excludes it, s &lt; 1 keeps it with
  * its advantage scaled by 1 − s. Its reward still counts in its group's statistics (the filter acts after

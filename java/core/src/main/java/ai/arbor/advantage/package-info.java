@@ -1,5 +1,5 @@
 /**
- * Advantages and trajectory filters (ALGORITHMS.md §3; docs/advantages.md).
+ * Advantages and trajectory filters (docs/algorithms.md §3; docs/advantages.md).
  *
  * <ul>
  *   <li>{@link ai.arbor.advantage.Advantages}: sequence-level GRPO, Dr.GRPO, Tree-GRPO (by name:

@@ -1,7 +1,7 @@
 package ai.arbor.kernels;
 
 /**
- * The clipped surrogate of a policy loss (ALGORITHMS.md §2). Per token, with r = e^δ,
+ * The clipped surrogate of a policy loss (docs/algorithms.md §2). Per token, with r = e^δ,
  * δ = clamp(logprob − oldLogprob, −20, 20), lo = 1 − ε_low, hi = 1 + ε_high and advantage A.
  */
 public enum ClipMode {

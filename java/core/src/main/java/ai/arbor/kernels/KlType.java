@@ -2,7 +2,7 @@ package ai.arbor.kernels;
 
 /**
  * Estimator of the KL divergence to a reference policy, added to the loss as β·agg(KL)
- * (ALGORITHMS.md §2; Schulman, "Approximating KL divergence", 2020; verl {@code kl_penalty}). With
+ * (docs/algorithms.md §2; Schulman, "Approximating KL divergence", 2020; verl {@code kl_penalty}). With
  * κ = refLogprob − logprob:
  */
 public enum KlType {

@@ -1,7 +1,7 @@
 package ai.arbor.kernels;
 
 /**
- * How per-token losses become one number (verl {@code agg_loss}; ALGORITHMS.md §2). Each mode is a
+ * How per-token losses become one number (verl {@code agg_loss}; docs/algorithms.md §2). Each mode is a
  * per-token weight w_t (0 where the mask m_t is 0) and the loss is Σ_t w_t·ℓ_t. The normalizer (N, B
  * or F) is computed from the batch unless {@link PolicyLossConfig#aggNormalizer()} gives it (e.g. the
  * global count in data-parallel training).

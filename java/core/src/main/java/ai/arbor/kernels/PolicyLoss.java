@@ -10,7 +10,7 @@ import java.util.Arrays;
 import org.bytedeco.javacpp.BytePointer;
 
 /**
- * Clipped policy-gradient losses fused with token statistics (ALGORITHMS.md §2 and §1): from logits,
+ * Clipped policy-gradient losses fused with token statistics (docs/algorithms.md §2 and §1): from logits,
  * labels, old log-probs, advantages and a loss mask, the loss, its metrics and ∂loss/∂logits, ready
  * for {@code logits.backward(grad)}.
  *

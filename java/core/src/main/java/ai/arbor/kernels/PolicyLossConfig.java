@@ -3,7 +3,7 @@ package ai.arbor.kernels;
 import ai.arbor.bindings.ArborCpu;
 
 /**
- * Hyper-parameters of a clipped policy-gradient loss (ALGORITHMS.md §2). Per token t, with
+ * Hyper-parameters of a clipped policy-gradient loss (docs/algorithms.md §2). Per token t, with
  * δ = clamp(logprob − oldLogprob, −20, 20), r = e^δ, advantage A, entropy H, aggregation weight w_t
  * ({@link LossAgg}):
  * <pre>
@@ -14,7 +14,7 @@ import ai.arbor.bindings.ArborCpu;
  * <p>Defaults ({@link #defaults()}): PPO clip ε_low = ε_high = 0.2, dual-clip c = 3 (used by
  * {@code DUAL_CLIP}), AEPO on every token, no KL (β = 0.001 when a KL type is chosen, verl's
  * {@code kl_loss_coef}), no entropy bonus, token-mean, normalizer from the batch, temperature 1.
- * Recipes of ALGORITHMS.md §6: {@link #grpoTcr()}, {@link #treeGrpo()}, {@link #aepo()}.
+ * Recipes of docs/algorithms.md §6: {@link #grpoTcr()}, {@link #treeGrpo()}, {@link #aepo()}.
  *
  * @param clipMode               the surrogate
  * @param epsLow                 lower clip ε_low ∈ [0, 1] (bound 1 − ε_low)
@@ -59,17 +59,17 @@ public record PolicyLossConfig(ClipMode clipMode, double epsLow, double epsHigh,
         return builder().build();
     }
 
-    /** GRPO-TCR (ALGORITHMS.md §6): token-mean, clip-higher 0.2 / 0.28, no KL. */
+    /** GRPO-TCR (docs/algorithms.md §6): token-mean, clip-higher 0.2 / 0.28, no KL. */
     public static PolicyLossConfig grpoTcr() {
         return builder().epsHigh(0.28).build();
     }
 
-    /** Tree-GRPO (ALGORITHMS.md §6): dual-clip c = 3, KL k3 with β = 0.001. */
+    /** Tree-GRPO (docs/algorithms.md §6): dual-clip c = 3, KL k3 with β = 0.001. */
     public static PolicyLossConfig treeGrpo() {
         return builder().clipMode(ClipMode.DUAL_CLIP).klType(KlType.K3).klCoef(0.001).build();
     }
 
-    /** AEPO (ALGORITHMS.md §6): the stop-gradient clip on every token, as in the released code. */
+    /** AEPO (docs/algorithms.md §6): the stop-gradient clip on every token, as in the released code. */
     public static PolicyLossConfig aepo() {
         return builder().clipMode(ClipMode.AEPO_STOP_GRADIENT).build();
     }

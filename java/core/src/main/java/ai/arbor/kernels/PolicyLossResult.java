@@ -1,7 +1,7 @@
 package ai.arbor.kernels;
 
 /**
- * The outputs of a policy-loss call (ALGORITHMS.md §2). Sums run over the rows of the call; "valid"
+ * The outputs of a policy-loss call (docs/algorithms.md §2). Sums run over the rows of the call; "valid"
  * tokens are those with mask m &gt; 0, and every metric is a mask-weighted mean over them,
  * Σ m·x / Σ m (verl's {@code masked_mean}), 0 when there is no valid token.
  *

@@ -11,12 +11,13 @@ import org.bytedeco.javacpp.LongPointer;
 import org.bytedeco.javacpp.Pointer;
 
 /**
- * Fused next-token sampling: one read of each row of logits draws a token and returns, per row,
+ * Fused next-token sampling (docs/algorithms.md §10): one read of each row of logits draws a token and
+ * returns, per row,
  * <pre>
  *   token            y ~ q,  q = the sampling distribution (tempered, truncated by {@link SamplingParams}, renormalized)
  *   logprobSampled   log q(y)
  *   logprob          log p(y),  p = softmax(logits / T) over the real vocabulary (untruncated)
- *   entropy          H(p) = lse − Σ_j p_j z_j                 (ALGORITHMS.md §1)
+ *   entropy          H(p) = lse − Σ_j p_j z_j                 (docs/algorithms.md §1)
  * </pre>
  * {@code logprob} and {@code entropy} are exactly {@link TokenStats}' values for the same logits,
  * temperature and label {@code y}. Greedy rows (T = 0) report them at T = 1 and {@code logprobSampled} 0.

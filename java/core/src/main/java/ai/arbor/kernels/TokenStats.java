@@ -6,7 +6,7 @@ import ai.arbor.bindings.ArborCpu;
 import ai.arbor.bindings.ArborCuda;
 
 /**
- * Token statistics of a policy's logits (ALGORITHMS.md §1): per row, with z = logits / temperature,
+ * Token statistics of a policy's logits (docs/algorithms.md §1): per row, with z = logits / temperature,
  * <pre>
  *   lse      = log Σ_j e^{z_j}
  *   logprob  = z_label − lse

@@ -15,7 +15,7 @@ import java.util.regex.Pattern;
 
 /**
  * Math answer equivalence, the correctness test of the math rewards of CoRT, TAO-RL and GRPO-TCR
- * (ALGORITHMS.md §5). Rules, in order (docs/rewards.md has the full list with examples):
+ * (docs/algorithms.md §5). Rules, in order (docs/rewards.md has the full list with examples):
  * <ol>
  *   <li><b>string</b>: both answers normalized ({@link LatexNormalizer}: {@code \left}, {@code \!},
  *       {@code ^\circ}, {@code \text{}}, units, {@code \dfrac}, {@code \frac12}, {@code $}, a trailing

@@ -4,7 +4,7 @@ import java.util.List;
 
 /**
  * The outcome (correctness) reward: {@code correct} when the checker accepts the final answer, else
- * {@code wrong}. Math (CoRT, TAO-RL; ALGORITHMS.md §5): 1 / 0 with {@link MathGrader}. DAPO's
+ * {@code wrong}. Math (CoRT, TAO-RL; docs/algorithms.md §5): 1 / 0 with {@link MathGrader}. DAPO's
  * {@code math_dapo} uses 1 / −1. QA exact match (Search-R1) is 1 / 0 with {@link QaGrader}.
  *
  * @param checker decides correctness

@@ -4,7 +4,7 @@ import java.util.List;
 
 /**
  * DAPO's soft overlong punishment (Yu et al. 2025, "DAPO: An Open-Source LLM Reinforcement Learning
- * System at Scale", arXiv 2503.14476, eq. 13; ALGORITHMS.md §3), added to the outcome reward, with
+ * System at Scale", arXiv 2503.14476, eq. 13; docs/algorithms.md §3), added to the outcome reward, with
  * L = {@code maxLength} (L_max) and B = {@code buffer} (L_cache):
  * <pre>
  *   R_length(|y|) = 0                     if |y| ≤ L − B

@@ -3,7 +3,7 @@ package ai.arbor.reward;
 import java.util.List;
 
 /**
- * The F1 option of the QA reward (Search-R1 / Tree-GRPO evaluation; ALGORITHMS.md §5): the token F1 of
+ * The F1 option of the QA reward (Search-R1 / Tree-GRPO evaluation; docs/algorithms.md §5): the token F1 of
  * the extracted answer against the best gold answer ({@link QaGrader#f1(String, List)}), 0 without an
  * answer. A dense alternative to exact match for multi-token answers.
  *

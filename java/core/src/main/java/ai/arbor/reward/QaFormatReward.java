@@ -7,7 +7,7 @@ import java.util.function.Predicate;
 /**
  * Tree-GRPO's QA reward, exact match with format terms (Ji et al. 2025, "Tree Search for LLM Agent
  * Reinforcement Learning"; code AMAP-ML/Tree-GRPO, from Search-R1's {@code qa_em_format.py} with
- * {@code structure_format_score = 0.2}, {@code final_format_score = 0.1}; ALGORITHMS.md §5):
+ * {@code structure_format_score = 0.2}, {@code final_format_score = 0.1}; docs/algorithms.md §5):
  * <pre>
  *                      format valid   format invalid
  *   answer correct          1            1 − 0.2 = 0.8

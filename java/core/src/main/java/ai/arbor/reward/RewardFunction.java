@@ -3,7 +3,7 @@ package ai.arbor.reward;
 import java.util.List;
 
 /**
- * A scalar reward of a finished trajectory (ALGORITHMS.md §5, and §3 for DAPO overlong shaping). Small
+ * A scalar reward of a finished trajectory (docs/algorithms.md §5, and §3 for DAPO overlong shaping). Small
  * pure functions composed by addition, e.g. CoRT's math reward with its code penalty:
  * <pre>{@code
  * RewardFunction cort = OutcomeReward.of(MathGrader.standard()).plus(CodeExecutionPenalty.CORT);

@@ -6,7 +6,7 @@ import java.util.List;
  * The tool-call reward of the GRPO-TCR recipe (Yu et al. 2025, "Demystifying Reinforcement Learning in
  * Agentic Reasoning", arXiv 2510.11701, code Gen-Verse/Open-AgentRL; TCR there names the recipe's
  * Token-level loss, Clip-higher and overlong Reward shaping — this term is its math reward;
- * ALGORITHMS.md §5): a correct answer earns {@code correct} (1); a wrong or missing one earns
+ * docs/algorithms.md §5): a correct answer earns {@code correct} (1); a wrong or missing one earns
  * <pre>  min(cap, wrong + perCall · toolCalls) = min(−0.6, −1 + 0.1 · toolCalls)</pre>
  * so that, among wrong answers, trying tools beats not trying (up to 4 calls). Released code (verl's
  * ReTool recipe, which the recipe builds on): the {@code math_dapo} score (±1) and, when negative,

@@ -3,7 +3,7 @@ package ai.arbor.rollout;
 import java.time.Duration;
 
 /**
- * Limits and sampling of the agent loop (ALGORITHMS.md §4 "Agent loop").
+ * Limits and sampling of the agent loop (docs/algorithms.md §4 "Agent loop").
  *
  * @param sampling             sampling parameters; {@code maxNewTokens} is the per-turn cap (the format's
  *                             stop strings are added to its stops)

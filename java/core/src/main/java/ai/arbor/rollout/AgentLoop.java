@@ -10,7 +10,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
 /**
- * The multi-turn agent loop (ALGORITHMS.md §4 "Agent loop"), one step at a time: generate until a stop;
+ * The multi-turn agent loop (docs/algorithms.md §4 "Agent loop"), one step at a time: generate until a stop;
  * parse the turn with the {@link ToolCallFormat}; call the tool; append the observation tokens (loss
  * mask 0); repeat until an answer, {@code maxTurns}, {@code maxToolCalls} or {@code maxResponseTokens}.
  * On the last allowed tool call the limit notice is appended to the observation (CoRT / TIR).

@@ -2,7 +2,7 @@ package ai.arbor.rollout;
 
 /**
  * What a rollout cost: the units in which tree and chain methods are compared at equal cost
- * (ALGORITHMS.md §4 "Budgets are accounted in generated tokens and tool calls"). Everything generated
+ * (docs/algorithms.md §4, "Budgets": generated tokens and tool calls). Everything generated
  * counts — pruned leaves, AEPO's entropy pre-monitoring probes — not only what reaches the batch.
  *
  * @param generatedTokens  tokens the generator returned

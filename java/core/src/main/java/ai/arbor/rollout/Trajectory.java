@@ -7,8 +7,8 @@ import java.util.List;
 /**
  * One finished path: the prompt, the response tokens with their per-token records, the tool calls and
  * the steps, and where it sits in its group / tree. Per-token arrays are parallel, one entry per
- * response token (generated and observation tokens in order). This is what rewards, filters and
- * advantage estimators (issue 4) and the trainer (issue 9) consume.
+ * response token (generated and observation tokens in order). This is what the rewards, filters,
+ * advantage estimators and the trainer consume.
  *
  * @param prompt      the prompt (its id is the group id)
  * @param sampleIndex index of this trajectory within its prompt's group

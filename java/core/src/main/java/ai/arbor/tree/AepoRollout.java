@@ -15,7 +15,7 @@ import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * AEPO's dynamic entropy-balanced rollout (ALGORITHMS.md §4; Dong et al. 2025, "Agentic
+ * AEPO's dynamic entropy-balanced rollout (docs/algorithms.md §4; Dong et al. 2025, "Agentic
  * Entropy-Balanced Policy Optimization"; released code {@code AEPO/.../vllm_rollout_with_tools.py}).
  *
  * <ol>
@@ -150,7 +150,7 @@ public final class AepoRollout implements RolloutStrategy<TreeGroup> {
 
     /**
      * The number of global samples m for a budget of {@code n} paths and ΔH = H_root − H̄_tool
-     * (ALGORITHMS.md §4).
+     * (docs/algorithms.md §4).
      */
     public static int globalSamples(SplitRule rule, int n, double beta, double deltaH) {
         if (n < 1) throw new IllegalArgumentException("n must be >= 1, got " + n);

@@ -10,7 +10,7 @@ import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * ARPO's entropy-adaptive rollout (ALGORITHMS.md §4; Dong et al. 2025; released code
+ * ARPO's entropy-adaptive rollout (docs/algorithms.md §4; Dong et al. 2025; released code
  * {@code ARPO/verl_arpo_entropy/.../vllm_rollout_with_tools.py}). Per prompt, a budget of {@code paths}
  * trajectories: start {@code initialPaths} global samples; after each tool call, measure the step
  * entropy H over the first k tokens ({@link StepEntropy}), ΔH = H − H_initial (H_initial = the path's

@@ -4,7 +4,7 @@ import java.util.Random;
 
 /**
  * When ARPO / AEPO branch a path at a tool call, given the entropy change ΔH and (AEPO) the number
- * {@code l} of consecutive branchings (ALGORITHMS.md §4). Four forms, the papers' and their released
+ * {@code l} of consecutive branchings (docs/algorithms.md §4). Four forms, the papers' and their released
  * code's:
  * <ul>
  *   <li>{@link ArpoCode}: branch iff U + β·ΔH ≥ τ, U ~ Uniform(0,1) — ARPO's code (β = 0.2, τ = 0.5),

@@ -5,7 +5,7 @@ package ai.arbor.tree;
  */
 public enum EntropyTiming {
     /**
-     * Paper (and ALGORITHMS.md §4): after the tool call, the first k tokens generated after the
+     * Paper (and docs/algorithms.md §4): after the tool call, the first k tokens generated after the
      * observation are measured; the decision to branch from the point after the observation is taken
      * once they exist. Here the continuing path's own next step is the probe, so no tokens are spent
      * twice; the branches are siblings of that step, and a branch's own first step does not decide

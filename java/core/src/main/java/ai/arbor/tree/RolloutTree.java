@@ -100,7 +100,7 @@ public final class RolloutTree {
     }
 
     /**
-     * Tree-GRPO's expansion candidates: {root} ∪ non-leaf nodes (ALGORITHMS.md §4; released code
+     * Tree-GRPO's expansion candidates: {root} ∪ non-leaf nodes (docs/algorithms.md §4; released code
      * {@code TreeNode.get_expand_node}: the root plus every subtree node that is not a leaf).
      */
     public List<TreeNode> expansionCandidates() {

@@ -2,7 +2,7 @@ package ai.arbor.tree;
 
 /**
  * The entropy of one agent step as ARPO / AEPO measure it: over the first {@code tokens} generated
- * tokens of the step (ALGORITHMS.md §4: "H over the first k (≤20) generated tokens").
+ * tokens of the step (docs/algorithms.md §4, "Step entropy": the first k ≤ 20 generated tokens).
  *
  * <p>Released code ({@code vllm_rollout_with_tools.py}): the entropy terms −p·log p of the top-k
  * logprobs of the first min(20, len) positions are <em>summed</em> and divided by log|V|. That is

@@ -16,7 +16,7 @@ import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * Tree-GRPO tree search over agent steps (ALGORITHMS.md §4; released code AMAP-ML/Tree-GRPO
+ * Tree-GRPO tree search over agent steps (docs/algorithms.md §4; released code AMAP-ML/Tree-GRPO
  * {@code search_r1/llm_agent/generation_ts.py} + {@code tree_node.py}). A node is one agent step.
  * Per prompt:
  * <ol>

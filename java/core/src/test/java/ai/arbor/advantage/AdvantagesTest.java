@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
-/** GRPO, Dr.GRPO and Tree-GRPO against hand-computed cases and seeded properties (ALGORITHMS.md §3). */
+/** GRPO, Dr.GRPO and Tree-GRPO against hand-computed cases and seeded properties (docs/algorithms.md §3). */
 class AdvantagesTest {
 
     static long seed() {
@@ -53,7 +53,7 @@ class AdvantagesTest {
     }
 
     /**
-     * One prompt, two trees of three leaves, rewards (1, 0, 0 | 1, 1, 0) — the issue's case, by hand.
+     * One prompt, two trees of three leaves, rewards (1, 0, 0 | 1, 1, 0) — a worked example, by hand.
      * ε = 1e-6 changes the 7th significant digit only; the numbers below include it.
      */
     @Test

@@ -1,7 +1,7 @@
 package ai.arbor.kernels;
 
 /**
- * Independent double-precision reference of the policy losses for the tests: ALGORITHMS.md §1–§2
+ * Independent double-precision reference of the policy losses for the tests: docs/algorithms.md §1–§2
  * written as straightforward loops (two-pass softmax, explicit sums, the verl definitions), with no
  * code shared with the kernels.
  */

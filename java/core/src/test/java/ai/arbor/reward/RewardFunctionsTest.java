@@ -9,7 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** Each reward term against hand-computed values from its formula (ALGORITHMS.md §3, §5). */
+/** Each reward term against hand-computed values from its formula (docs/algorithms.md §3, §5). */
 class RewardFunctionsTest {
     static final List<String> GOLD = List.of("\\frac{1}{2}");
     static final String RIGHT = "<think>…</think> The answer is \\boxed{0.5}.";

@@ -15,7 +15,7 @@ import java.util.Map;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
-/** ARPO / AEPO: rules, entropies, splits and branching frequencies against the formulas of ALGORITHMS.md §4. */
+/** ARPO / AEPO: rules, entropies, splits and branching frequencies against the formulas of docs/algorithms.md §4. */
 class BranchingRolloutTest {
     static final double LN_V = Math.log(TOK.vocabSize());
     static final double Z = 3.29;   // two-sided 0.001

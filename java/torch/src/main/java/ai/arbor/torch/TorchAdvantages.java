@@ -12,7 +12,7 @@ import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.global.torch.ScalarType;
 
 /**
- * Advantages (ALGORITHMS.md §3, {@code ai.arbor.advantage}) on PyTorch-preset tensors.
+ * Advantages (docs/algorithms.md §3, {@code ai.arbor.advantage}) on PyTorch-preset tensors.
  *
  * <p>Sequence level ({@link #grpo}, {@link #treeGrpo}): B rewards, B ≤ a few thousand — the values make one
  * round trip to the host (a synchronizing copy for CUDA tensors) and the result is a float32 [B] tensor on

@@ -21,7 +21,7 @@ import org.bytedeco.pytorch.global.torch;
 import org.bytedeco.pytorch.global.torch.ScalarType;
 
 /**
- * Clipped policy-gradient losses (ALGORITHMS.md §2; {@link PolicyLoss}) on PyTorch-preset tensors, with
+ * Clipped policy-gradient losses (docs/algorithms.md §2; {@link PolicyLoss}) on PyTorch-preset tensors, with
  * no copy of the logits: one fused kernel pass computes the token statistics, the loss and
  * ∂loss/∂logits. CPU tensors go to the CPU kernels, CUDA tensors to the CUDA kernels on the tensor's
  * device and torch's current stream.

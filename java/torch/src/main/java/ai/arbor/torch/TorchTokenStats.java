@@ -8,7 +8,7 @@ import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.global.torch.ScalarType;
 
 /**
- * Token statistics (ALGORITHMS.md §1) on PyTorch-preset tensors, with no copy of the logits: CPU
+ * Token statistics (docs/algorithms.md §1) on PyTorch-preset tensors, with no copy of the logits: CPU
  * tensors go to the CPU kernels, CUDA tensors to the CUDA kernels on the tensor's device and torch's
  * current stream.
  *

@@ -26,7 +26,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
 /**
- * Cold-start demonstrations (CoRT's recipe, ALGORITHMS.md §6): for each problem a style is drawn from the
+ * Cold-start demonstrations (CoRT's recipe, docs/algorithms.md §11): for each problem a style is drawn from the
  * task's mix ({@link TrainingTask#demoMix()}), its script is played through the real {@link AgentLoop}
  * — so the tool calls are rendered by the task's tool-call format and the observations come from actually
  * running the tools, token for token what the policy will see in its own rollouts — and the result is a

@@ -45,7 +45,8 @@ import org.bytedeco.pytorch.global.torch;
  * values of the old weights must not be reused.
  *
  * <p><b>Randomness.</b> Request r's token at generation step s is drawn from the kernel's Philox stream
- * (request seed, key 0, step s): the same request gives the same tokens whatever else is in the batch.
+ * (seed 0, key = the request's seed, step s): the same request gives the same tokens whatever else is in
+ * the batch (docs/algorithms.md §10).
  *
  * <p><b>Logprobs.</b> {@link Generation#logprobs()} holds the log-probability of each token under the
  * tempered, untruncated distribution {@code log_softmax(logits / T)} — the quantity the trainer

@@ -10,8 +10,9 @@ import java.util.Locale;
  * <pre>
  *   lr(s) = lr · (s + 1) / warmup                                        s &lt; warmup
  *   lr(s) = lr                                                           constant
- *   lr(s) = lr · (r + (1 − r) · ½ (1 + cos(π · (s − warmup) / (S − warmup))))   cosine, r = minLrRatio
+ *   lr(s) = lr · (r + (1 − r) · ½ (1 + cos(π · min(1, (s − warmup) / max(1, S − 1 − warmup)))))   cosine, r = minLrRatio
  * </pre>
+ * (docs/algorithms.md §12)
  *
  * @param lr          peak learning rate
  * @param weightDecay AdamW's decoupled weight decay

@@ -26,7 +26,7 @@ import java.util.List;
 import java.util.Locale;
 
 /**
- * The training recipes by name (ALGORITHMS.md §6), each with its paper's defaults: what rollout strategy it
+ * The training recipes by name (docs/algorithms.md §6), each with its paper's defaults: what rollout strategy it
  * samples with, how it turns rewards into advantages, which trajectories it filters out of the loss, which
  * clipped loss it optimizes and which reward it uses. The trainer reads everything from here; nothing about
  * a method is decided elsewhere.
@@ -97,7 +97,7 @@ public enum Recipe {
     AEPO(Kind.POLICY_GRADIENT, 16),
 
     /**
-     * TAO-RL (tool-aware policy optimization; ALGORITHMS.md §3, §6): GRPO-TCR plus the tool-aware trajectory
+     * TAO-RL (tool-aware policy optimization; docs/algorithms.md §3, §6): GRPO-TCR plus the tool-aware trajectory
      * filter (a trajectory whose tool calls all failed leaves the loss), the degenerate-group filter (groups
      * whose rewards have std &lt; 1e-3) and entropy-guided post-tool advantage shaping Ã = A·(1 + 0.01·Ĥ) on
      * the top 20 % by entropy of the tokens right after a tool observation. n = 8 chains.

@@ -34,8 +34,8 @@ import java.util.Map;
 import java.util.Random;
 
 /**
- * One step of reinforcement learning (ALGORITHMS.md, "data flow of one RL step"), as a {@link Recipe}
- * defines it:
+ * One step of reinforcement learning (docs/algorithms.md, "How one RL step uses these sections"), as a
+ * {@link Recipe} defines it:
  *
  * <ol>
  *   <li>rollouts of a batch of prompts by the recipe's strategy, through the {@link LocalGenerator} and the

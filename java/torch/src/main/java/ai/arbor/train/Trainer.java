@@ -259,7 +259,7 @@ public final class Trainer implements AutoCloseable {
     }
 
     /**
-     * The batch-wide normalizer of an aggregation (ALGORITHMS.md §2): trained tokens N (token-mean),
+     * The batch-wide normalizer of an aggregation (docs/algorithms.md §2): trained tokens N (token-mean),
      * sequences with a trained token B (the sequence means), or the longest response F (Dr.GRPO's
      * token-sum-norm), so micro-batches add up to the loss of the whole batch.
      */

@@ -39,7 +39,7 @@ class TorchAdvantagesTest {
         Tensor pt = Tensor.create(new long[] {3, 3, 3, 3, 3, 3}, 6), tt = Tensor.create(tree, 6);
         assertArrayEquals(Advantages.grpo(r, prompt, true), read(TorchAdvantages.grpo(rt, pt, true)), 0f);
         assertArrayEquals(Advantages.grpo(r, prompt, false), read(TorchAdvantages.grpo(rt, pt, false)), 0f);
-        // the 2 trees × 3 leaves: sums 2.0675678, −1.4902186, … (AdvantagesTest works them out by hand)
+        // the worked Tree-GRPO example, 2 trees × 3 leaves: sums 2.0675678, −1.4902186, … (AdvantagesTest works them out by hand)
         float[] tg = read(TorchAdvantages.treeGrpo(rt, pt, tt));
         assertArrayEquals(Advantages.treeGrpo(r, prompt, tree), tg, 0f);
         assertEquals(2.0675678f, tg[0], 5e-7f);

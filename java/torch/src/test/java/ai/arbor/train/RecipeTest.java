@@ -31,7 +31,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-/** Each recipe builds the strategy, estimator, shaping, loss, filters and reward its paper says (ALGORITHMS.md §6). */
+/** Each recipe builds the strategy, estimator, shaping, loss, filters and reward its paper says (docs/algorithms.md §6). */
 class RecipeTest {
     static TrainingTask arith, kb;
     static AgentConfig arithAgent;

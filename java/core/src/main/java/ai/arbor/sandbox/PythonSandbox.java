@@ -387,7 +387,7 @@ public final class PythonSandbox implements AutoCloseable {
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
-        }, cfg.spawnTimeout, cfg.outputHeadChars, cfg.outputTailChars, hardOutput);
+        }, cfg.spawnTimeout, cfg.outputHeadChars, cfg.outputTailChars, hardOutput, jail && cfg.killStrayProcesses);
     }
 
     private List<String> bwrapArgs() {

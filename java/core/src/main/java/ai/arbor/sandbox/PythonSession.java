@@ -112,7 +112,7 @@ public final class PythonSession implements SandboxSession {
                 case "timeout" -> new ExecResult(ExecStatus.TIMEOUT, so, se, o.millis(), false, truncated);
                 case "output_limit" -> new ExecResult(ExecStatus.OUTPUT_LIMIT, so, se, o.millis(), false, true);
                 case "memory" -> {
-                    detach(w); // the policy: an interpreter that ran out of memory is replaced
+                    detach(w); // an interpreter that ran out of memory may be left inconsistent: it is replaced
                     yield new ExecResult(ExecStatus.MEMORY, so, note(se, "Error: the cell ran out of memory (limit "
                             + cfg.memoryLimitMb + " MiB); the interpreter was restarted and all variables were lost."),
                             o.millis(), true, truncated);

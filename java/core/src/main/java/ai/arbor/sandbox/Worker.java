@@ -45,10 +45,12 @@ final class Worker {
     private static final Pattern ENAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_.]{0,99}");
     private static final byte[] FRAME_PREFIX = "\u001eARBOR:".getBytes(StandardCharsets.US_ASCII);
     private static final int MAX_FRAME_LINE = 128;
+    private static final long STRAY_MARGIN_MILLIS = 20;
+    private static final long STRAY_PERIOD_MILLIS = 5;
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final AtomicLong IDS = new AtomicLong();
     private static final java.util.concurrent.ScheduledExecutorService WATCHDOG =
-            java.util.concurrent.Executors.newScheduledThreadPool(2, r -> {
+            java.util.concurrent.Executors.newScheduledThreadPool(4, r -> {
                 Thread t = new Thread(r, "arbor-sandbox-watchdog");
                 t.setDaemon(true);
                 return t;
@@ -62,6 +64,8 @@ final class Worker {
     private final Object lock = new Object();
     private final WorkerSpec spec;
     private volatile boolean killed;
+    /** The launcher, the jail's init and the interpreter (host pids), found at the ready frame; null when unknown. */
+    private volatile java.util.Set<Long> interpreterChain;
     private final java.util.concurrent.atomic.AtomicBoolean retired = new java.util.concurrent.atomic.AtomicBoolean();
     final long startMillis;
 
@@ -148,7 +152,44 @@ final class Worker {
             w.out.take();
             w.err.take();
         }
+        if (spec.stopStrays()) w.interpreterChain = w.findInterpreterChain();
         return w;
+    }
+
+    /**
+     * At the ready frame the jail is one chain, launcher → init → interpreter, each with one child; its pids
+     * are what the stray stopper spares. Null when the tree is not such a chain (nothing is then stopped
+     * from outside, and strays are left to the worker's own clean-up).
+     */
+    private java.util.Set<Long> findInterpreterChain() {
+        java.util.Set<Long> chain = new java.util.HashSet<>();
+        ProcessHandle h = process.toHandle();
+        for (int depth = 0; depth < 8; depth++) {
+            chain.add(h.pid());
+            List<ProcessHandle> kids;
+            try {
+                kids = h.children().toList();
+            } catch (RuntimeException e) {
+                return null;
+            }
+            if (kids.isEmpty()) return chain.size() > 1 ? java.util.Set.copyOf(chain) : null;
+            if (kids.size() > 1) return null;
+            h = kids.get(0);
+        }
+        return null;
+    }
+
+    /**
+     * One pass of the stray stopper: SIGKILL to every process of the jail except the interpreter chain.
+     * Runs from the soft deadline of a cell until the cell ends; a fork bomb's survivors of one pass are
+     * caught by the next (a killed process forks no more, and the jail's process limit bounds the swarm).
+     */
+    private void killStrays() {
+        java.util.Set<Long> keep = interpreterChain;
+        if (keep == null || killed) return;
+        for (ProcessHandle h : descendants()) {
+            if (!keep.contains(h.pid())) h.destroyForcibly();
+        }
     }
 
     static String newNonce() {
@@ -210,6 +251,24 @@ final class Worker {
         // the watchdog bounds that by killing the process at the hard deadline.
         java.util.concurrent.ScheduledFuture<?> watchdog = code.length + stdin.length > 32768
                 ? WATCHDOG.schedule(this::kill, hardMillis, TimeUnit.MILLISECONDS) : null;
+        // From the soft deadline on (plus a margin: the interpreter's own timer starts a little after t0),
+        // the jail's other processes are killed from outside, every few milliseconds, until the cell ends:
+        // a swarm of children must not take the CPU the interrupted interpreter needs to stop the cell
+        // within the grace. The worker kills the remaining strays itself at the end of the cell.
+        java.util.concurrent.ScheduledFuture<?> strayStopper = interpreterChain != null && softMillis > 0
+                ? WATCHDOG.scheduleWithFixedDelay(this::killStrays, Math.min(softMillis + STRAY_MARGIN_MILLIS, hardMillis),
+                        STRAY_PERIOD_MILLIS, TimeUnit.MILLISECONDS)
+                : null;
+        try {
+            return exchange(type, nonce, code, stdin, softMillis, hardMillis, t0, watchdog);
+        } finally {
+            if (strayStopper != null) strayStopper.cancel(false);
+        }
+    }
+
+    /** Writes the request and waits for its end frames, the hard deadline, a violation or EOF. */
+    private Outcome exchange(String type, String nonce, byte[] code, byte[] stdin, long softMillis, long hardMillis,
+                             long t0, java.util.concurrent.ScheduledFuture<?> watchdog) {
         try {
             String header = type + " " + nonce + " " + softMillis + " " + code.length + " " + stdin.length + "\n";
             toWorker.write(header.getBytes(StandardCharsets.US_ASCII));

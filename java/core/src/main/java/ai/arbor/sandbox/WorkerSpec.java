@@ -19,10 +19,14 @@ import java.util.function.Function;
  * @param headChars           characters kept from the start of each stream
  * @param tailChars           characters kept from the end of each stream
  * @param hardOutputBytes     bytes on one stream after which the worker is killed
+ * @param stopStrays          jail mode with stray killing: from the soft deadline of a cell on, Java itself
+ *                            kills every process of the jail but the interpreter and its ancestors, so a
+ *                            process swarm cannot starve the interrupted interpreter of the CPU it needs
+ *                            to stop the cell and keep its state
  */
 record WorkerSpec(List<String> command, Map<String, String> launcherEnvironment, Path directory,
                   Function<String, String> config, Duration spawnTimeout, int headChars, int tailChars,
-                  long hardOutputBytes) {
+                  long hardOutputBytes, boolean stopStrays) {
 
     String configJson(String nonce) {
         return config.apply(nonce);

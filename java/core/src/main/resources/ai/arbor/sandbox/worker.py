@@ -199,9 +199,22 @@ def _main():
     os.register_at_fork(before=flush_streams)
 
     state = {'in_user': False}
+    RETRY_S = 0.05
+
+    def code_objects(code):
+        found = {code}
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                found |= code_objects(c)
+        return found
+    WORKER_CODE = frozenset(code_objects(sys._getframe().f_code))
 
     def on_alarm(signum, frame):
-        if state['in_user']:
+        # The timer repeats every RETRY_S after the soft deadline until the cell has ended: an exception
+        # raised where Python ignores it (an at-fork hook such as flush_streams, a __del__, a weakref
+        # callback) would otherwise be lost and the cell would run on to the hard kill. It is never raised
+        # into the worker's own frames (the protocol, the clean-up after the cell): only into the cell.
+        if state['in_user'] and (frame is None or frame.f_code not in WORKER_CODE):
             raise SoftTimeout()
 
     user_main = types.ModuleType('__main__')
@@ -264,7 +277,7 @@ def _main():
                 body = compile(tree, filename, 'exec')
                 shown = compile(last, filename, 'eval') if last is not None else None
                 state['in_user'] = True
-                signal.setitimer(signal.ITIMER_REAL, timeout_s)
+                signal.setitimer(signal.ITIMER_REAL, timeout_s, RETRY_S)
                 exec(body, ns)
                 if shown is not None:
                     value = eval(shown, ns)

@@ -37,7 +37,7 @@ class PythonSandboxTest {
     }
 
     @Test
-    void apiFormOfTheIssue() {
+    void documentedApiForm() {
         try (PythonSandbox sandbox = PythonSandbox.builder().isolation(SandboxTests.requested()).workers(4)
                 .timeout(Duration.ofSeconds(5)).memoryLimitMb(1024).build();
              SandboxSession s = sandbox.openSession()) {

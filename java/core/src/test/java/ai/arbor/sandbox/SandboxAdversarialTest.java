@@ -99,6 +99,28 @@ class SandboxAdversarialTest {
     }
 
     @Test
+    void timeoutLandingWhereExceptionsAreIgnoredIsRaisedAgain() {
+        // Half of the time goes to a __del__, where Python prints and drops any exception: a single
+        // timeout signal lands there one time in two and would be lost, leaving the cell to the hard kill.
+        // The worker's timer repeats until the exception reaches the cell's own frames.
+        ExecResult r = run("""
+                import time
+                def spin(s):
+                    t = time.monotonic()
+                    while time.monotonic() - t < s:
+                        pass
+                class Slow:
+                    def __del__(self):
+                        spin(0.02)
+                while True:
+                    Slow()
+                    spin(0.02)""");
+        assertEquals(ExecStatus.TIMEOUT, r.status(), r::toString);
+        assertFalse(r.stateLost(), r::toString);
+        assertStateKept();
+    }
+
+    @Test
     void threadBomb() {
         ExecResult r = run("import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()");
         assertEquals(ExecStatus.ERROR, r.status(), r::toString);

@@ -27,7 +27,7 @@ import java.util.stream.Stream;
 
 /**
  * Gradings per second of {@link MathGrader} without the symbolic fallback, over the 600 gold answers of
- * {@code shared/data/math/*.jsonl} (MATH-500, AIME 2024/2025, AMC 2023). Three workloads, each one
+ * the repository's {@code data/math/*.jsonl} (MATH-500, AIME 2024/2025, AMC 2023). Three workloads, each one
  * grading per row:
  * <ul>
  *   <li>{@code selfInResponse}: a response ending in {@code \boxed{gold}} against the gold (extraction included);</li>
@@ -141,9 +141,9 @@ public class MathGraderBench {
         String prop = System.getProperty("arbor.data.math");
         if (prop != null && !prop.isBlank()) return Paths.get(prop);
         for (Path p = Paths.get("").toAbsolutePath(); p != null; p = p.getParent()) {
-            Path c = p.resolve("shared/data/math");
+            Path c = p.resolve("data/math");
             if (Files.isDirectory(c)) return c;
         }
-        throw new IllegalStateException("math data not found: set -Darbor.data.math=DIR");
+        throw new IllegalStateException("math data not found: run below the repository (data/math) or set -Darbor.data.math=DIR");
     }
 }

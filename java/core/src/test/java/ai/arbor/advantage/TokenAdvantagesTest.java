@@ -1,5 +1,6 @@
 package ai.arbor.advantage;
 
+import ai.arbor.testing.Gpu;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -15,7 +16,6 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Random;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -316,7 +316,7 @@ class TokenAdvantagesTest {
 
     @Test
     void cudaKernelEqualsCpuKernel() {
-        Assumptions.assumeTrue(Backend.CUDA.isAvailable(), "CUDA unavailable: " + Backend.CUDA.unavailableReason());
+        Gpu.assume(Backend.CUDA.isAvailable(), Backend.CUDA::unavailableReason);
         long seed = AdvantagesTest.seed();
         System.out.println("TokenAdvantagesTest.cudaKernelEqualsCpuKernel seed=" + seed);
         Random rnd = new Random(seed);

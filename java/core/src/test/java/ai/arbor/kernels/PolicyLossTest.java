@@ -1,5 +1,6 @@
 package ai.arbor.kernels;
 
+import ai.arbor.testing.Gpu;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -13,7 +14,6 @@ import java.util.Random;
 import java.util.function.Supplier;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -848,7 +848,7 @@ class PolicyLossTest {
 
     @Test
     void cudaMatchesCpu() {
-        Assumptions.assumeTrue(Backend.CUDA.isAvailable(), () -> "no CUDA device: " + Backend.CUDA.unavailableReason());
+        Gpu.assume(Backend.CUDA.isAvailable(), Backend.CUDA::unavailableReason);
         long seed = Logits.seed();
         System.out.println("PolicyLoss cudaMatchesCpu seed=" + seed);
         Random rnd = new Random(seed);

@@ -1,5 +1,6 @@
 package ai.arbor.kernels;
 
+import ai.arbor.testing.Gpu;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -12,7 +13,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -614,7 +614,7 @@ class SamplerTest {
 
     @Test
     void cudaTokensEqualCpuTokens() {
-        Assumptions.assumeTrue(Backend.CUDA.isAvailable(), "no CUDA here: " + Backend.CUDA.unavailableReason()
+        Gpu.assume(Backend.CUDA.isAvailable(), () -> Backend.CUDA.unavailableReason()
                 + " (the GPU check cuda-kernels/gpu-check.sh covers the CUDA kernel)");
         long seed = Logits.seed();
         System.out.println("cudaTokensEqualCpuTokens seed=" + seed);

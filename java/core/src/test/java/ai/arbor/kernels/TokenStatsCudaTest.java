@@ -1,8 +1,8 @@
 package ai.arbor.kernels;
 
+import ai.arbor.testing.Gpu;
 
 import java.util.Random;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -15,7 +15,7 @@ class TokenStatsCudaTest {
 
     @BeforeEach
     void needsCuda() {
-        Assumptions.assumeTrue(Backend.CUDA.isAvailable(), "CUDA unavailable: " + Backend.CUDA.unavailableReason());
+        Gpu.assume(Backend.CUDA.isAvailable(), Backend.CUDA::unavailableReason);
     }
 
     @Test

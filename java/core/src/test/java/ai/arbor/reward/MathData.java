@@ -2,7 +2,7 @@ package ai.arbor.reward;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import org.junit.jupiter.api.Assumptions;
+import ai.arbor.testing.Repository;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -13,9 +13,9 @@ import java.util.List;
 import java.util.stream.Stream;
 
 /**
- * The math benchmarks' rows (MATH-500, AIME 2024/2025, AMC 2023) from {@code shared/data/math/*.jsonl},
- * found from {@code -Darbor.data.math=DIR} or by walking up from the working directory. Tests that need
- * them abort with a visible reason when they are absent.
+ * The math benchmarks' rows (MATH-500, AIME 2024/2025, AMC 2023) from the repository's
+ * {@code data/math/*.jsonl} (sources and licences: {@code data/README.md}), or from
+ * {@code -Darbor.data.math=DIR}. Missing data fails the test that needs it.
  */
 final class MathData {
     private MathData() {}
@@ -25,19 +25,13 @@ final class MathData {
 
     static Path dir() {
         String prop = System.getProperty("arbor.data.math");
-        if (prop != null && !prop.isBlank()) return Paths.get(prop);
-        for (Path p = Paths.get("").toAbsolutePath(); p != null; p = p.getParent()) {
-            Path c = p.resolve("shared/data/math");
-            if (Files.isDirectory(c)) return c;
-        }
-        return null;
+        return prop != null && !prop.isBlank() ? Paths.get(prop) : Repository.file("data/math");
     }
 
-    /** All rows, in file order (files sorted by name); aborts the test when the data is not there. */
+    /** All rows, in file order (files sorted by name); fails when the data is not there. */
     static List<Row> rows() throws IOException {
         Path d = dir();
-        Assumptions.assumeTrue(d != null && Files.isDirectory(d),
-                "math data not found: set -Darbor.data.math=DIR or run below a directory containing shared/data/math");
+        if (!Files.isDirectory(d)) throw new IllegalStateException("math data directory " + d + " does not exist");
         ObjectMapper om = new ObjectMapper();
         List<Row> rows = new ArrayList<>();
         List<Path> files;

@@ -1,6 +1,6 @@
 package ai.arbor.reward;
 
-import org.junit.jupiter.api.Assumptions;
+import ai.arbor.testing.Repository;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
@@ -45,11 +45,7 @@ class ReadmeRewardsExampleTest {
     /** The code block of the README's Rewards section is the block above, so the test runs what users read. */
     @Test
     void readmeShowsThisCode() throws IOException {
-        Path readme = null;
-        for (Path p = Paths.get("").toAbsolutePath(); p != null && readme == null; p = p.getParent()) {
-            if (Files.isRegularFile(p.resolve("README.md")) && Files.isDirectory(p.resolve("java/core"))) readme = p.resolve("README.md");
-        }
-        Assumptions.assumeTrue(readme != null, "README.md of the repository not found above the working directory");
+        Path readme = Repository.file("README.md");
         String md = Files.readString(readme);
         int section = md.indexOf("## Rewards");
         String block = md.substring(md.indexOf("```java\n", section) + 8, md.indexOf("```", md.indexOf("```java\n", section) + 8));

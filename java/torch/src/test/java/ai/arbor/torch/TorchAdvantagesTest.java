@@ -1,5 +1,6 @@
 package ai.arbor.torch;
 
+import ai.arbor.testing.Gpu;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -13,7 +14,6 @@ import ai.arbor.kernels.Backend;
 import java.util.Random;
 import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.global.torch.ScalarType;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 /** Tensor entry points of the advantages against the array API (itself tested against hand cases and references). */
@@ -104,7 +104,7 @@ class TorchAdvantagesTest {
 
     @Test
     void cudaTensorsRunOnTheCudaKernel() {
-        Assumptions.assumeTrue(Backend.CUDA.isAvailable(), "CUDA unavailable: " + Backend.CUDA.unavailableReason());
+        Gpu.assume(Backend.CUDA.isAvailable(), Backend.CUDA::unavailableReason);
         int b = 64, l = 257, n = b * l;
         Random rnd = new Random(7);
         float[] adv = new float[b], h = new float[n];

@@ -1,5 +1,6 @@
 package ai.arbor.torch;
 
+import ai.arbor.testing.Gpu;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -16,7 +17,6 @@ import java.util.Random;
 import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.global.torch;
 import org.bytedeco.pytorch.global.torch.ScalarType;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -205,8 +205,8 @@ class TorchPolicyLossTest {
 
     @Test
     void cudaTensorsUseTheCudaKernels() {
-        Assumptions.assumeTrue(Backend.CUDA.isAvailable(), () -> "no CUDA device: " + Backend.CUDA.unavailableReason());
-        Assumptions.assumeTrue(torch.cuda_is_available(), "this PyTorch build has no CUDA (use the GPU build of the preset)");
+        Gpu.assume(Backend.CUDA.isAvailable(), Backend.CUDA::unavailableReason);
+        Gpu.assume(torch.cuda_is_available(), "this PyTorch build has no CUDA (use the GPU build of the preset)");
         Random rnd = new Random(11);
         PolicyLossConfig cfg = PolicyLossConfig.treeGrpo().toBuilder().agg(LossAgg.SEQ_MEAN_TOKEN_MEAN).build();
         Batch b = batch(rnd, cfg, 64, 32000, true);

@@ -1,5 +1,6 @@
 package ai.arbor.torch;
 
+import ai.arbor.testing.Gpu;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -16,7 +17,6 @@ import org.bytedeco.pytorch.ScalarTypeOptional;
 import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.global.torch;
 import org.bytedeco.pytorch.global.torch.ScalarType;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 /** Sampling on tensors: the same draws as the array form, statistics as libtorch computes them. */
@@ -124,8 +124,8 @@ class TorchSamplerTest {
 
     @Test
     void cudaTensorsDrawTheCpuTokens() {
-        Assumptions.assumeTrue(Backend.CUDA.isAvailable() && torch.cuda_is_available(),
-                "no CUDA here: " + Backend.CUDA.unavailableReason());
+        Gpu.assume(Backend.CUDA.isAvailable(), Backend.CUDA::unavailableReason);
+        Gpu.assume(torch.cuda_is_available(), "this PyTorch build has no CUDA (use the GPU build of the preset)");
         Random rnd = new Random(9);
         Tensor logits = TorchTokenStatsTest.randn(rnd, 3f, 64, 32000).to(ScalarType.BFloat16);
         SamplingParams p = new SamplingParams(0.9f, 50, 0.95f, 0f);

@@ -1,5 +1,6 @@
 package ai.arbor.torch;
 
+import ai.arbor.testing.Gpu;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -12,7 +13,6 @@ import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.TensorArrayRefOptional;
 import org.bytedeco.pytorch.global.torch;
 import org.bytedeco.pytorch.global.torch.ScalarType;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 /** Token statistics on tensors against libtorch's own log_softmax-based math and autograd. */
@@ -134,8 +134,8 @@ class TorchTokenStatsTest {
 
     @Test
     void cudaTensorsUseTheCudaKernels() {
-        Assumptions.assumeTrue(Backend.CUDA.isAvailable(), "no CUDA device: " + Backend.CUDA.unavailableReason());
-        Assumptions.assumeTrue(torch.cuda_is_available(), "this PyTorch build has no CUDA (use the GPU build of the preset)");
+        Gpu.assume(Backend.CUDA.isAvailable(), Backend.CUDA::unavailableReason);
+        Gpu.assume(torch.cuda_is_available(), "this PyTorch build has no CUDA (use the GPU build of the preset)");
         Random rnd = new Random(3);
         Tensor logits = randn(rnd, 2f, 64, 32000).cuda();
         Tensor lab = labels(rnd, 32000, 64).cuda();

@@ -1,5 +1,6 @@
 package ai.arbor.torch.model;
 
+import ai.arbor.testing.Gpu;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -14,7 +15,6 @@ import org.bytedeco.pytorch.AdamWOptions;
 import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.global.torch;
 import org.bytedeco.pytorch.global.torch.ScalarType;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -32,7 +32,7 @@ class CudaPolicyTest {
 
     @BeforeEach
     void needsCuda() {
-        Assumptions.assumeTrue(torch.cuda_is_available(),
+        Gpu.assume(torch.cuda_is_available(),
                 "libtorch sees no CUDA device (CPU build of the preset, or no GPU): build with -Pgpu on an NVIDIA machine");
     }
 

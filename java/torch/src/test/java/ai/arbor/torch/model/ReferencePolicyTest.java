@@ -1,5 +1,6 @@
 package ai.arbor.torch.model;
 
+import ai.arbor.testing.Gpu;
 import static ai.arbor.torch.model.NaiveTransformer.randomTokens;
 import static ai.arbor.torch.model.NaiveTransformer.randomize;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -21,7 +22,6 @@ import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.TensorVector;
 import org.bytedeco.pytorch.global.torch;
 import org.bytedeco.pytorch.global.torch.ScalarType;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -315,7 +315,7 @@ class ReferencePolicyTest {
 
     @Test
     void cudaWithoutTheGpuBuildIsAClearError() {
-        Assumptions.assumeFalse(torch.cuda_is_available(), "CUDA is available here: the GPU path is exercised instead");
+        Gpu.assume(!torch.cuda_is_available(), "CUDA is available here: the GPU path is exercised instead");
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> ReferencePolicy.create(PolicyConfig.tiny(8), "cuda", ScalarType.Float));
         assertTrue(e.getMessage().contains("-Pgpu"), e.getMessage());

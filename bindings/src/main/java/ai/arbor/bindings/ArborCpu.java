@@ -83,7 +83,7 @@ public final class ArborCpu {
             @Cast("const float*") float[] gradEntropy, @Cast("void*") float[] gradLogits, int gradDtype,
             long gradRowStride, int numThreads);
 
-    // ---- policy loss (issue #3) ----------------------------------------------------------------
+    // ---- policy loss ---------------------------------------------------------------------
 
     /**
      * {@code arbor_policy_loss_config} ({@code arbor/policy_loss.h}): the hyper-parameters of one loss
@@ -200,7 +200,7 @@ public final class ArborCpu {
             @Cast("const double*") double[] refLogprob, @Cast("const int32_t*") int[] seqIds, long numSeqs,
             @Cast("const double*") double[] selectEntropy, double[] gradLogits, double[] sums, double[] counts);
 
-    // ---- advantages (issue #4) -----------------------------------------------------------------
+    // ---- advantages ----------------------------------------------------------------------
 
     /** Token-level advantage modes and the stats length ({@code arbor/advantages.h}). */
     public static final int ADV_BROADCAST = 0, ADV_AEPO = 1, ADV_TAO = 2, ADV_NSTATS = 8;
@@ -224,7 +224,7 @@ public final class ArborCpu {
             @Cast("const double*") double[] entropy, @Cast("const uint8_t*") byte[] postTool, int mode, double coef,
             double topFraction, double[] advOut, double[] stats);
 
-    // ---- sampling (issue #7) -------------------------------------------------------------------
+    // ---- sampling ------------------------------------------------------------------------
 
     public static native int arbor_cpu_sample_f32(@Cast("const float*") long logits, long rows, long vocab,
             long rowStride, long vocabLimit, float temperature, @Cast("const float*") long temperatures, int topK,

@@ -81,7 +81,7 @@ public final class ArborCuda {
             @Cast("const float*") long gradEntropy, @Cast("void*") long gradLogits, int gradDtype,
             long gradRowStride, @Cast("void*") long stream);
 
-    // ---- policy loss (issue #3) ----------------------------------------------------------------
+    // ---- policy loss ---------------------------------------------------------------------
 
     public static native int arbor_cuda_policy_loss_weights(@Cast("const float*") long mask,
             @Cast("const int32_t*") long seqIds, long rows, long numSeqs, int aggMode, double aggNormalizer,
@@ -123,7 +123,7 @@ public final class ArborCuda {
             @Cast("float*") long gradEntropyOut, @Cast("void*") long gradLogits, int gradDtype, long gradRowStride,
             @Cast("double*") long sums, @Cast("void*") long workspace, long workspaceBytes, @Cast("void*") long stream);
 
-    // ---- advantages (issue #4) -----------------------------------------------------------------
+    // ---- advantages ----------------------------------------------------------------------
 
     public static native int arbor_cuda_token_advantages(@Cast("const float*") long seqAdv, long nSeqs,
             @Cast("const void*") long seqIds, int seqIdDtype, long nTokens, long seqLen,
@@ -131,7 +131,7 @@ public final class ArborCuda {
             @Cast("const uint8_t*") long postTool, int mode, float coef, double topFraction,
             @Cast("float*") long advOut, @Cast("double*") long stats, @Cast("void*") long stream);
 
-    // ---- sampling (issue #7) -------------------------------------------------------------------
+    // ---- sampling ------------------------------------------------------------------------
 
     public static native int arbor_cuda_sample_f32(@Cast("const float*") long logits, long rows, long vocab,
             long rowStride, long vocabLimit, float temperature, @Cast("const float*") long temperatures, int topK,

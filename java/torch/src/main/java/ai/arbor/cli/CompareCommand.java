@@ -1,6 +1,6 @@
 package ai.arbor.cli;
 
-import ai.arbor.train.Evaluator;
+import ai.arbor.task.Evaluator;
 import ai.arbor.train.Recipe;
 import ai.arbor.train.TrainingRun;
 import ai.arbor.train.report.LinePlot;

@@ -2,7 +2,7 @@ package ai.arbor.train;
 
 import ai.arbor.advantage.AdvantageEstimator;
 import ai.arbor.advantage.DegenerateGroupFilter;
-import ai.arbor.advantage.TokenShaping;
+import ai.arbor.kernels.TokenShaping;
 import ai.arbor.advantage.ToolAwareFilter;
 import ai.arbor.advantage.TrajectoryFilter;
 import ai.arbor.kernels.PolicyLossConfig;
@@ -15,7 +15,7 @@ import ai.arbor.reward.ToolCallReward;
 import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.Budget;
 import ai.arbor.rollout.RolloutStrategy;
-import ai.arbor.train.task.TrainingTask;
+import ai.arbor.task.TrainingTask;
 import ai.arbor.tree.AepoRollout;
 import ai.arbor.tree.ArpoRollout;
 import ai.arbor.tree.ChainRollout;
@@ -42,7 +42,7 @@ public enum Recipe {
     /**
      * Supervised cold start (CoRT, Li et al. 2025, "CoRT: Code-integrated Reasoning within Thinking",
      * arXiv 2506.09820): cross entropy on synthetic demonstrations, including CoRT's hint-engineered ones
-     * that switch from hand computation to code ({@link ai.arbor.train.task.DemoStyle#HINT}). Sets: no
+     * that switch from hand computation to code ({@link ai.arbor.task.DemoStyle#HINT}). Sets: no
      * rollouts; token-mean cross entropy on the demonstrations' own turns (observations masked).
      */
     SFT(Kind.SUPERVISED, 0),

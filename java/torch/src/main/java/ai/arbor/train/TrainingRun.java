@@ -1,15 +1,17 @@
 package ai.arbor.train;
 
+import ai.arbor.generate.LocalGenerator;
 import ai.arbor.rollout.Budget;
 import ai.arbor.rollout.CharTokenizer;
 import ai.arbor.rollout.Seeds;
+import ai.arbor.task.Evaluator;
 import ai.arbor.torch.model.CpuThreads;
 import ai.arbor.torch.model.PolicyConfig;
 import ai.arbor.torch.model.ReferencePolicy;
 import ai.arbor.train.report.LinePlot;
 import ai.arbor.train.report.MetricsLog;
-import ai.arbor.train.task.Problem;
-import ai.arbor.train.task.TrainingTask;
+import ai.arbor.task.Problem;
+import ai.arbor.task.TrainingTask;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;

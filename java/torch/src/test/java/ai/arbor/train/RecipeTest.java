@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.arbor.advantage.AdvantageEstimator;
 import ai.arbor.advantage.DegenerateGroupFilter;
-import ai.arbor.advantage.TokenShaping;
+import ai.arbor.kernels.TokenShaping;
 import ai.arbor.advantage.ToolAwareFilter;
 import ai.arbor.kernels.ClipMode;
 import ai.arbor.kernels.KlType;
@@ -20,7 +20,7 @@ import ai.arbor.reward.TrajectorySummary;
 import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.Budget;
 import ai.arbor.rollout.SamplingParams;
-import ai.arbor.train.task.TrainingTask;
+import ai.arbor.task.TrainingTask;
 import ai.arbor.tree.AepoRollout;
 import ai.arbor.tree.ArpoRollout;
 import ai.arbor.tree.BranchRule;

@@ -10,6 +10,7 @@ import ai.arbor.kernels.LossAgg;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
 import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.torch.EagerPolicyLoss;
 import ai.arbor.torch.TorchPolicyLoss;
 import ai.arbor.torch.model.CpuThreads;
 import ai.arbor.torch.model.PolicyConfig;
@@ -29,7 +30,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The trainer's SFT and policy-gradient steps against an independent libtorch computation (full forward,
- * log_softmax, gather, {@link TorchPolicyLoss#eagerLoss}, autograd), micro-batching against one batch, and
+ * log_softmax, gather, {@link EagerPolicyLoss#loss}, autograd), micro-batching against one batch, and
  * the loss on a fixed batch going down after one step.
  */
 @SuppressWarnings("try")
@@ -225,7 +226,7 @@ class TrainerTest {
                     seq[k] = g.seq()[k];
                     if (refLp != null) refRow[k] = refLp.get(g.seq()[k])[g.pos()[k]];
                 }
-                Tensor loss = TorchPolicyLoss.eagerLoss(cfg, g.logits(), Tensor.create(g.labels(), n), Tensor.create(old, n), Tensor.create(adv, n),
+                Tensor loss = EagerPolicyLoss.loss(cfg, g.logits(), Tensor.create(g.labels(), n), Tensor.create(old, n), Tensor.create(adv, n),
                         Tensor.create(mask, n), refLp == null ? null : Tensor.create(refRow, n), Tensor.create(seq, n), Float.NEGATIVE_INFINITY);
                 loss.backward();
                 assertEquals(values(loss)[0], ours.loss(), 1e-5, cfg.clipMode() + "/" + cfg.agg() + " loss");

@@ -1,4 +1,4 @@
-package ai.arbor.train;
+package ai.arbor.generate;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;

@@ -1,4 +1,4 @@
-package ai.arbor.train;
+package ai.arbor.task;
 
 import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.Generator;
@@ -9,8 +9,8 @@ import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.rollout.ToolCallRecord;
 import ai.arbor.rollout.Trajectory;
-import ai.arbor.train.task.Problem;
-import ai.arbor.train.task.TrainingTask;
+import ai.arbor.task.Problem;
+import ai.arbor.task.TrainingTask;
 import ai.arbor.tree.ChainRollout;
 import ai.arbor.tree.TreeGroup;
 import java.util.ArrayList;

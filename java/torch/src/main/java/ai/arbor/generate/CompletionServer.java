@@ -1,4 +1,4 @@
-package ai.arbor.train;
+package ai.arbor.generate;
 
 import ai.arbor.rollout.FinishReason;
 import ai.arbor.rollout.Generation;

@@ -1,4 +1,4 @@
-package ai.arbor.train.task;
+package ai.arbor.task;
 
 import ai.arbor.reward.AnswerChecker;
 import ai.arbor.reward.MathGrader;

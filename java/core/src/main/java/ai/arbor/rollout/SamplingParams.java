@@ -40,6 +40,16 @@ public record SamplingParams(double temperature, double topP, int topK, int maxN
         return new SamplingParams(1.0, 1.0, 0, 1024, List.of(), List.of(), 0);
     }
 
+    /**
+     * These limits with the distribution {@code s} (temperature, top-p, top-k): the one sampling value a recipe
+     * decides feeds the rollouts this way. Generation requests carry no min-p.
+     */
+    public SamplingParams withDistribution(ai.arbor.kernels.SamplingParams s) {
+        if (s == null) throw new IllegalArgumentException("the sampling distribution must not be null");
+        if (s.minP() > 0) throw new IllegalArgumentException("generation requests carry no min-p, got minP = " + s.minP());
+        return new SamplingParams(s.temperature(), s.topP(), s.topK(), maxNewTokens, stopStrings, stopTokenIds, topLogprobs);
+    }
+
     public SamplingParams withTemperature(double t) {
         return new SamplingParams(t, topP, topK, maxNewTokens, stopStrings, stopTokenIds, topLogprobs);
     }

@@ -1,7 +1,7 @@
 package ai.arbor.cli;
 
+import ai.arbor.rl.Recipe;
 import ai.arbor.task.Evaluator;
-import ai.arbor.train.Recipe;
 import ai.arbor.train.TrainingRun;
 import ai.arbor.train.report.LinePlot;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -55,8 +55,8 @@ public final class CompareCommand implements Callable<Integer> {
         List<Recipe> rs = new ArrayList<>();
         for (String r : recipes) {
             Recipe recipe = Recipe.byName(r);
-            if (!recipe.samples() || recipe == Recipe.RFT)
-                throw new IllegalArgumentException("compare runs policy-gradient recipes; got " + recipe.cliName());
+            if (recipe.kind() != Recipe.Kind.POLICY_GRADIENT)
+                throw new IllegalArgumentException("compare runs policy-gradient recipes; got " + recipe.name());
             rs.add(recipe);
         }
         Path dir = out != null ? out : Path.of("results", "compare-" + run.task);
@@ -94,15 +94,15 @@ public final class CompareCommand implements Callable<Integer> {
             runs.add(row("sft", run.seed, sr, null));
             for (Recipe recipe : rs) {
                 TrainCommand.RunOptions ro = run;
-                TrainingRun.Options o = ro.options(recipe, seedDir.resolve(recipe.cliName())).with(b -> {
+                TrainingRun.Options o = ro.options(recipe, seedDir.resolve(recipe.name())).with(b -> {
                     b.init = sft.resolve("policy.safetensors");
                     b.evalBefore = false;
                     return b;
                 });
-                System.out.printf(Locale.ROOT, "== seed %d: %s, %d steps × %d prompts, budget %s per prompt%n", run.seed, recipe.cliName(),
+                System.out.printf(Locale.ROOT, "== seed %d: %s, %d steps × %d prompts, budget %s per prompt%n", run.seed, recipe.name(),
                         o.rlSteps(), o.promptsPerStep(), o.budget());
                 TrainingRun.Result r = TrainingRun.run(o, new ProgressBar(System.out));
-                runs.add(row(recipe.cliName(), run.seed, r, r.metrics()));
+                runs.add(row(recipe.name(), run.seed, r, r.metrics()));
             }
         }
         run.seed = base;
@@ -173,7 +173,7 @@ public final class CompareCommand implements Callable<Integer> {
         sb.append("|---|---|---|---|---|---|---|---|---|\n");
         List<String> names = new ArrayList<>();
         names.add("sft");
-        for (Recipe r : recipes) names.add(r.cliName());
+        for (Recipe r : recipes) names.add(r.name());
         for (String name : names) {
             List<Map<String, Object>> rs = runs.stream().filter(r -> name.equals(r.get("recipe"))).toList();
             if (rs.isEmpty()) continue;
@@ -203,7 +203,7 @@ public final class CompareCommand implements Callable<Integer> {
             for (Recipe r : recipes) {
                 List<double[]> curves = new ArrayList<>();
                 for (Map<String, Object> run : runs)
-                    if (r.cliName().equals(run.get("recipe")) && run.get("curve_" + key) instanceof double[] c) curves.add(c);
+                    if (r.name().equals(run.get("recipe")) && run.get("curve_" + key) instanceof double[] c) curves.add(c);
                 if (curves.isEmpty()) continue;
                 int n = curves.stream().mapToInt(c -> c.length).min().orElse(0);
                 double[] x = new double[n], y = new double[n];
@@ -211,7 +211,7 @@ public final class CompareCommand implements Callable<Integer> {
                     x[i] = i + 1;
                     for (double[] c : curves) y[i] += c[i] / curves.size();
                 }
-                plot.add("train " + key.replace('_', ' '), new LinePlot.Series(r.cliName(), x, y));
+                plot.add("train " + key.replace('_', ' '), new LinePlot.Series(r.name(), x, y));
             }
         }
         plot.write(png);

@@ -71,8 +71,8 @@ public final class EvalCommand implements Callable<Integer> {
              ReferencePolicy policy = ReferencePolicy.load(checkpoint, "auto", ScalarType.Float);
              LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults())) {
             List<Problem> set = t.heldOut().subList(0, Math.min(problems, t.heldOut().size()));
-            if (samples > 0) results.add(Evaluator.evaluate(t, tok, gen, set, temperature, samples, seed, 2 * threads + 2));
-            if (!noGreedy) results.add(Evaluator.evaluate(t, tok, gen, set, 0, 1, 0, 2 * threads + 2));
+            if (samples > 0) results.add(Evaluator.evaluate(t, tok, gen, set, ai.arbor.kernels.SamplingParams.temperature((float) temperature), samples, seed, 2 * threads + 2));
+            if (!noGreedy) results.add(Evaluator.evaluate(t, tok, gen, set, ai.arbor.kernels.SamplingParams.greedy(), 1, 0, 2 * threads + 2));
         }
         String table = table(checkpoint, task, results);
         System.out.print(table);

@@ -1,8 +1,8 @@
 package ai.arbor.cli;
 
+import ai.arbor.rl.Recipe;
 import ai.arbor.rollout.Budget;
 import ai.arbor.train.OptimConfig;
-import ai.arbor.train.Recipe;
 import ai.arbor.train.RlTrainer;
 import ai.arbor.train.TrainingRun;
 import java.nio.file.Files;
@@ -36,7 +36,7 @@ public final class TrainCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         TrainingRun.Options o = run.options(Recipe.byName(recipe), out);
         System.out.printf(Locale.ROOT, "arbor train: task %s, recipe %s, seed %d, model %,d parameters (d=%d, %d layers), out %s%n", o.task(),
-                o.recipe().cliName(), o.seed(), o.model().parameterCount(), o.model().dModel(), o.model().layers(), o.out());
+                o.recipe().name(), o.seed(), o.model().parameterCount(), o.model().dModel(), o.model().layers(), o.out());
         TrainingRun.Result r = TrainingRun.run(o, new ProgressBar(System.out));
         System.out.println();
         System.out.print(Files.readString(r.table()));
@@ -159,8 +159,8 @@ public final class TrainCommand implements Callable<Integer> {
             if (model != null) b.model = parseModel(model, D.model());
             if (microBatchTokens != null) b.microBatchTokens = microBatchTokens;
             if (threads != null) b.threads = threads;
-            if (recipe == Recipe.SFT) b.rlSteps = 0;
-            b.out = out != null ? out : Path.of("runs", task + "-" + recipe.cliName() + "-seed" + seed);
+            if (!recipe.samples()) b.rlSteps = 0;
+            b.out = out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed);
             return b.build();
         }
 

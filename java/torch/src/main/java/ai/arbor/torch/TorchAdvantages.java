@@ -8,6 +8,7 @@ import ai.arbor.kernels.Check;
 import ai.arbor.kernels.DType;
 import ai.arbor.kernels.Device;
 import ai.arbor.kernels.MemRef;
+import ai.arbor.rl.Sequence;
 import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.global.torch.ScalarType;
 

@@ -1,5 +1,6 @@
 package ai.arbor.train;
 
+import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.AgentLoop;
 import ai.arbor.rollout.FinishReason;
 import ai.arbor.rollout.Generation;
@@ -90,23 +91,13 @@ public final class Demonstrations {
                     dropped++;
                     continue;
                 }
-                out.add(new Demonstration(problems.get(i), styles.get(i), sequenceOf(prompts.get(i), t), t.responseText(tokenizer)));
+                out.add(new Demonstration(problems.get(i), styles.get(i), Sequence.of(prompts.get(i), t), t.responseText(tokenizer)));
                 counts.merge(styles.get(i), 1, Integer::sum);
             }
             return new Rendered(List.copyOf(out), dropped, Map.copyOf(counts));
         } finally {
             pool.shutdownNow();
         }
-    }
-
-    /** Prompt + response as one sequence; trained positions are the response's generated tokens. */
-    public static Sequence sequenceOf(Prompt prompt, Trajectory t) {
-        int p = prompt.tokens().length, n = p + t.length();
-        int[] tokens = Arrays.copyOf(prompt.tokens(), n);
-        System.arraycopy(t.tokens(), 0, tokens, p, t.length());
-        boolean[] mask = new boolean[n];
-        System.arraycopy(t.lossMask(), 0, mask, p, t.length());
-        return Sequence.sft(tokens, mask);
     }
 
     static DemoStyle draw(Map<DemoStyle, Double> mix, Random rnd) {

@@ -1,6 +1,9 @@
 package ai.arbor.train;
 
 import ai.arbor.generate.LocalGenerator;
+import ai.arbor.rl.Recipe;
+import ai.arbor.rl.Sequence;
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rollout.Budget;
 import ai.arbor.rollout.CharTokenizer;
 import ai.arbor.rollout.Seeds;
@@ -48,11 +51,14 @@ public final class TrainingRun {
                           int evalProblems, int evalSamples, boolean evalGreedy, boolean evalBefore, int microBatchTokens, int threads, Path out) {
         public Options {
             if (task == null || recipe == null || model == null || out == null) throw new IllegalArgumentException("task, recipe, model and out are required");
-            if (recipe == Recipe.SFT && init != null) throw new IllegalArgumentException("recipe sft trains from scratch; --init is for RL recipes");
+            if (recipe.kind() == Recipe.Kind.SUPERVISED && init != null) throw new IllegalArgumentException("recipe sft trains from scratch; --init is for RL recipes");
             if (sftSteps < 0 || rlSteps < 0) throw new IllegalArgumentException("step counts must be >= 0");
             if (sftBatch < 1 || promptsPerStep < 1) throw new IllegalArgumentException("batch sizes must be >= 1");
             if (evalProblems < 0) throw new IllegalArgumentException("evalProblems must be >= 0, got " + evalProblems);
             if (threads < 1) throw new IllegalArgumentException("threads must be >= 1, got " + threads);
+            if (!(temperature > 0) || Double.isInfinite(temperature))
+                throw new IllegalArgumentException("temperature must be finite and > 0, got " + temperature);
+            if (miniBatches < 1) throw new IllegalArgumentException("miniBatches must be >= 1, got " + miniBatches);
         }
 
         /** The default run: SFT cold start then GRPO on arith (sizes measured to finish in minutes on 2 cores). */
@@ -71,6 +77,20 @@ public final class TrainingRun {
          */
         public static PolicyConfig defaultModel() {
             return new PolicyConfig(CharTokenizer.ascii().vocabSize(), 64, 3, 4, 2, 160, 768, 10_000.0, 1e-6, true, 1234);
+        }
+
+        /**
+         * The recipe as this run trains it: its trajectories per prompt replaced by {@code groupSize} (when &gt; 0),
+         * its mini-batches by {@code miniBatches}, sampling at {@code temperature} (rollouts, sampled evaluation and
+         * the loss read this one value).
+         */
+        public Recipe rlRecipe() {
+            return recipe.withTrajectoriesPerPrompt(groupSize).withMiniBatches(miniBatches).withSampling(sampling());
+        }
+
+        /** The sampling distribution of the rollouts, the sampled evaluation and the loss. */
+        public SamplingParams sampling() {
+            return SamplingParams.temperature((float) temperature);
         }
 
         public Options with(java.util.function.UnaryOperator<Builder> edit) {
@@ -160,7 +180,7 @@ public final class TrainingRun {
                 sftSeconds = (System.nanoTime() - s0) / 1e9;
             }
             if (!evalSet.isEmpty() && o.evalBefore()) before = evaluate(o, task, tok, policy, evalSet, "before", log, listener, samples);
-            if (o.recipe() != Recipe.SFT && o.rlSteps() > 0) {
+            if (o.recipe().samples() && o.rlSteps() > 0) {
                 long r0 = System.nanoTime();
                 rl(o, task, tok, policy, log, listener);
                 rlSeconds = (System.nanoTime() - r0) / 1e9;
@@ -221,19 +241,19 @@ public final class TrainingRun {
 
     private static void rl(Options o, TrainingTask task, CharTokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener)
             throws IOException {
-        RlTrainer.Config cfg = new RlTrainer.Config(o.recipe(), o.groupSize(), o.budget(), o.temperature(), o.ppoEpochs(), o.miniBatches(),
-                o.oldLogprobs(), 2);
-        boolean kl = o.recipe().loss(o.temperature()).klType() != ai.arbor.kernels.KlType.NONE;
-        long optSteps = o.recipe() == Recipe.RFT ? o.rlSteps() : (long) o.rlSteps() * o.ppoEpochs() * o.miniBatches();
+        Recipe recipe = o.rlRecipe();
+        RlTrainer.Config cfg = new RlTrainer.Config(recipe, o.budget(), o.ppoEpochs(), o.oldLogprobs(), 2);
+        boolean kl = recipe.needsReference();
+        long optSteps = recipe.kind() == Recipe.Kind.REJECTION_SAMPLING ? o.rlSteps() : (long) o.rlSteps() * o.ppoEpochs() * recipe.miniBatches();
         OptimConfig optim = OptimConfig.adamW(o.rlLr()).withWarmup(o.warmupSteps()).withSchedule(o.schedule()).withMaxGradNorm(o.maxGradNorm());
         ReferencePolicy reference = kl ? copy(policy) : null;
         try (LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults());
              Trainer trainer = new Trainer(policy, optim, optSteps, o.microBatchTokens(), tok.vocabSize());
              RlTrainer rl = new RlTrainer(task, tok, trainer, gen, reference, cfg, o.microBatchTokens(), Math.max(2, 2 * o.threads()))) {
-            listener.phase(o.recipe().cliName(), o.rlSteps());
-            listener.message("rl: " + o.recipe().cliName() + ", " + rl.strategy().name() + ", loss " + rl.lossConfig().clipMode()
+            listener.phase(o.recipe().name(), o.rlSteps());
+            listener.message("rl: " + o.recipe().name() + ", " + rl.strategy().name() + ", loss " + rl.lossConfig().clipMode()
                     + " " + rl.lossConfig().epsLow() + "/" + rl.lossConfig().epsHigh() + ", KL " + rl.lossConfig().klType()
-                    + ", shaping " + o.recipe().shaping().mode() + ", filters " + o.recipe().filters());
+                    + ", shaping " + recipe.shaping().mode() + ", filters " + recipe.filters());
             Random rnd = new Random(Seeds.derive(o.seed(), 17));
             List<Problem> order = new ArrayList<>(task.train());
             Collections.shuffle(order, rnd);
@@ -250,7 +270,7 @@ public final class TrainingRun {
                 Map<String, Object> m = new LinkedHashMap<>();
                 m.put("phase", "rl");
                 m.put("step", s + 1);
-                m.put("recipe", o.recipe().cliName());
+                m.put("recipe", o.recipe().name());
                 m.putAll(rl.step(batch, Seeds.derive(o.seed(), 1000 + s)));
                 log.log(m);
                 listener.step("rl", s + 1, o.rlSteps(), m);
@@ -273,8 +293,8 @@ public final class TrainingRun {
         listener.message("evaluating " + when + " on " + set.size() + " held-out problems ...");
         try (LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults())) {
             if (o.evalSamples() > 0)
-                out.add(Evaluator.evaluate(task, tok, gen, set, o.temperature(), o.evalSamples(), Seeds.derive(o.seed(), 23), Math.max(2, 2 * o.threads())));
-            if (o.evalGreedy()) out.add(Evaluator.evaluate(task, tok, gen, set, 0, 1, 0, Math.max(2, 2 * o.threads())));
+                out.add(Evaluator.evaluate(task, tok, gen, set, o.sampling(), o.evalSamples(), Seeds.derive(o.seed(), 23), Math.max(2, 2 * o.threads())));
+            if (o.evalGreedy()) out.add(Evaluator.evaluate(task, tok, gen, set, SamplingParams.greedy(), 1, 0, Math.max(2, 2 * o.threads())));
         }
         for (Evaluator.Result r : out) {
             Map<String, Object> m = new LinkedHashMap<>();
@@ -293,13 +313,13 @@ public final class TrainingRun {
 
     /** The training curves: RL reward, accuracy, rollout entropy and tool calls per trajectory over the steps (SFT loss when there is no RL). */
     static Path plot(Options o, MetricsLog log, Path png) throws IOException {
-        LinePlot plot = new LinePlot("arbor train: " + o.task() + ", " + o.recipe().cliName() + ", seed " + o.seed());
+        LinePlot plot = new LinePlot("arbor train: " + o.task() + ", " + o.recipe().name() + ", seed " + o.seed());
         List<Map<String, Object>> rows = log.rows();
         List<Map<String, Object>> rl = rows.stream().filter(r -> "rl".equals(r.get("phase"))).toList();
         List<Map<String, Object>> sft = rows.stream().filter(r -> "sft".equals(r.get("phase"))).toList();
         if (!rl.isEmpty()) {
             for (String key : List.of("reward", "accuracy", "entropy", "tool_calls"))
-                plot.add(key, new LinePlot.Series(o.recipe().cliName(), column(rl, "step"), column(rl, key)));
+                plot.add(key, new LinePlot.Series(o.recipe().name(), column(rl, "step"), column(rl, key)));
         }
         if (!sft.isEmpty()) plot.add("sft loss", new LinePlot.Series("sft", column(sft, "step"), column(sft, "loss")));
         return plot.write(png);
@@ -314,12 +334,12 @@ public final class TrainingRun {
     static String evalTable(Options o, List<Evaluator.Result> before, List<Evaluator.Result> after, double sftSeconds, double rlSeconds) {
         StringBuilder sb = new StringBuilder();
         sb.append(String.format(Locale.ROOT, "Held-out evaluation: task %s, recipe %s, seed %d (SFT %.0f s, RL %.0f s)%n%n", o.task(),
-                o.recipe().cliName(), o.seed(), sftSeconds, rlSeconds));
+                o.recipe().name(), o.seed(), sftSeconds, rlSeconds));
         sb.append("| policy | decoding | accuracy | tool use | tool calls / answer | tool failure rate | response tokens | answers |\n");
         sb.append("|---|---|---|---|---|---|---|---|\n");
         String start = o.init() != null ? "start (" + o.init().getFileName() + ")" : "SFT cold start";
         for (Evaluator.Result r : before) row(sb, start, r);
-        for (Evaluator.Result r : after) row(sb, "after " + o.recipe().cliName(), r);
+        for (Evaluator.Result r : after) row(sb, "after " + o.recipe().name(), r);
         return sb.toString();
     }
 
@@ -331,7 +351,7 @@ public final class TrainingRun {
     static String evalJson(Options o, List<Evaluator.Result> before, List<Evaluator.Result> after, double sftSeconds, double rlSeconds) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("task", o.task());
-        m.put("recipe", o.recipe().cliName());
+        m.put("recipe", o.recipe().name());
         m.put("seed", o.seed());
         m.put("sft_seconds", sftSeconds);
         m.put("rl_seconds", rlSeconds);

@@ -3,6 +3,7 @@ package ai.arbor.train;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.CharTokenizer;
 import ai.arbor.task.DemoStyle;
 import ai.arbor.task.KbTask;

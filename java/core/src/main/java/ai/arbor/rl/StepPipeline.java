@@ -1,0 +1,216 @@
+package ai.arbor.rl;
+
+import ai.arbor.advantage.FilterResult;
+import ai.arbor.advantage.ScoredTrajectory;
+import ai.arbor.advantage.TrajectoryFilter;
+import ai.arbor.kernels.ShapingStats;
+import ai.arbor.kernels.TokenAdvantages;
+import ai.arbor.rollout.Tokenizer;
+import ai.arbor.rollout.Trajectory;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The RL step from scored rollouts to the {@link TokenBatch} the policy loss reads, as a {@link Recipe}
+ * defines it (docs/algorithms.md, "How one RL step uses these sections"), without libtorch:
+ *
+ * <ol>
+ *   <li><b>infrastructure masking</b>: trajectories with an infrastructure failure leave the group statistics
+ *       and the loss (docs/algorithms.md §3);</li>
+ *   <li><b>sequence advantages</b> over each group (per tree for Tree-GRPO) by the recipe's estimator (§3);</li>
+ *   <li><b>filters</b> scale or drop trajectories from the loss; they still count in their group (§3);</li>
+ *   <li><b>token shaping</b>: broadcast, AEPO's entropy-aware or TAO-RL's post-tool advantages from the
+ *       rollout's entropies (§3, the {@link TokenAdvantages} kernel over the batch's own rows);</li>
+ *   <li><b>per-token weights</b>: the loss weight of every trained token, 1 (the importance weights of §7
+ *       would multiply here);</li>
+ *   <li>the <b>token batch</b>: one row per trained token, old log-probs = the behaviour ones until the
+ *       trainer recomputes them.</li>
+ * </ol>
+ *
+ * Rejection-sampling recipes instead keep the correct, efficient samples ({@link #rejectionSample}).
+ */
+public final class StepPipeline {
+    private final Recipe recipe;
+    private final Tokenizer tokenizer;
+
+    public StepPipeline(Recipe recipe, Tokenizer tokenizer) {
+        if (recipe == null || tokenizer == null) throw new IllegalArgumentException("recipe and tokenizer are required");
+        this.recipe = recipe;
+        this.tokenizer = tokenizer;
+    }
+
+    public Recipe recipe() {
+        return recipe;
+    }
+
+    /**
+     * A step's trained batch, before any update.
+     *
+     * @param batch              the token batch (empty when nothing is trained)
+     * @param sequenceAdvantages per scored trajectory, its sequence advantage after the filters (NaN: masked for
+     *                           an infrastructure failure)
+     * @param filter             the filters' decision over the trajectories without infrastructure failure, in order
+     * @param stats              what the metrics report
+     */
+    public record Prepared(TokenBatch batch, float[] sequenceAdvantages, FilterResult filter, Stats stats) {}
+
+    /**
+     * @param entropyMissing trained tokens whose rollout gave no entropy (shaping saw 0)
+     * @param advAbsMean     mean |advantage| over the trained tokens (NaN when none)
+     * @param shaping        the shaping kernel's batch statistics (null when nothing is trained)
+     */
+    public record Stats(FilterResult filter, int trainedSequences, int trainedTokens, int entropyMissing, ShapingStats shaping,
+                        double advAbsMean) {
+        /** As the rows of {@code metrics.jsonl} name them ({@code filter/*}, {@code trained_*}, {@code adv/*}). */
+        public Map<String, Object> metrics() {
+            Map<String, Object> m = new LinkedHashMap<>(filter.metrics("filter/"));
+            m.put("trained_sequences", trainedSequences);
+            m.put("trained_tokens", trainedTokens);
+            if (entropyMissing > 0) m.put("entropy_missing", entropyMissing);
+            if (shaping != null) {
+                m.putAll(shaping.metrics("adv/"));
+                m.put("adv_abs_mean", advAbsMean);
+            }
+            return m;
+        }
+    }
+
+    /** Scored rollouts to the token batch (steps 1–6 of the class comment). */
+    public Prepared prepare(List<Scored> scored) {
+        int[] live = live(scored);
+        float[] seqAdv = sequenceAdvantages(scored, live);
+        FilterResult filtered = filter(scored, live);
+        seqAdv = filtered.applyTo(seqAdv);
+        float[] perScored = new float[scored.size()];
+        Arrays.fill(perScored, Float.NaN);
+        for (int k = 0; k < live.length; k++) perScored[live[k]] = seqAdv[k];
+
+        List<Integer> kept = new ArrayList<>();
+        for (int k = 0; k < live.length; k++)
+            if (filtered.weight(k) > 0 && scored.get(live[k]).trajectory().generatedTokens() > 0) kept.add(live[k]);
+        float[] keptAdv = new float[kept.size()];
+        for (int j = 0, k = 0; k < live.length; k++) if (j < kept.size() && kept.get(j) == live[k]) keptAdv[j++] = seqAdv[k];
+        Rows rows = rows(scored, kept);
+        if (kept.isEmpty())
+            return new Prepared(rows.batch(null, null), perScored, filtered, new Stats(filtered, 0, 0, 0, null, Double.NaN));
+        TokenAdvantages.Result adv = TokenAdvantages.compute(keptAdv, rows.seqId, null, rows.entropy, rows.postTool, recipe.shaping());
+        float[] weight = weights(rows.seqId.length);
+        double abs = 0;
+        for (float a : adv.advantages()) abs += Math.abs(a);
+        return new Prepared(rows.batch(adv.advantages(), weight), perScored, filtered,
+                new Stats(filtered, kept.size(), rows.seqId.length, rows.entropyMissing, adv.stats(), abs / rows.seqId.length));
+    }
+
+    /** The indices of the trajectories without an infrastructure failure (docs/algorithms.md §3). */
+    static int[] live(List<Scored> scored) {
+        return java.util.stream.IntStream.range(0, scored.size()).filter(i -> !scored.get(i).infrastructureFailure()).toArray();
+    }
+
+    /** The recipe's sequence advantages over the live trajectories: groups by prompt, trees by (prompt, tree). */
+    float[] sequenceAdvantages(List<Scored> scored, int[] live) {
+        int n = live.length;
+        if (n == 0) return new float[0];
+        float[] rewards = new float[n];
+        int[] groups = new int[n], trees = new int[n];
+        Map<Long, Integer> treeIds = new HashMap<>();
+        for (int k = 0; k < n; k++) {
+            Scored s = scored.get(live[k]);
+            rewards[k] = (float) s.reward();
+            groups[k] = s.group();
+            long key = ((long) s.group() << 32) | s.trajectory().treeIndex();
+            trees[k] = treeIds.computeIfAbsent(key, x -> treeIds.size());
+        }
+        return recipe.estimator().compute(rewards, groups, trees);
+    }
+
+    /** The recipe's filters over the live trajectories. */
+    FilterResult filter(List<Scored> scored, int[] live) {
+        List<ScoredTrajectory> in = new ArrayList<>(live.length);
+        for (int i : live) {
+            Scored s = scored.get(i);
+            in.add(ScoredTrajectory.of(s.group(), (float) s.reward(), s.trajectory().summary(tokenizer), s.trajectory().hasVoidTurn()));
+        }
+        return TrajectoryFilter.all(recipe.filters().toArray(new TrajectoryFilter[0])).apply(in);
+    }
+
+    /** The loss weight of each trained token: 1 (no importance weights yet, docs/algorithms.md §7). */
+    static float[] weights(int rows) {
+        float[] w = new float[rows];
+        Arrays.fill(w, 1f);
+        return w;
+    }
+
+    /** The token columns of the kept trajectories, before the advantages. */
+    private static final class Rows {
+        List<int[]> sequences = new ArrayList<>();
+        int[] source, seqId, position, label;
+        float[] behaviour, entropy;
+        boolean[] postTool;
+        int entropyMissing;
+
+        TokenBatch batch(float[] advantage, float[] weight) {
+            return new TokenBatch(sequences, source, seqId, position, label, behaviour, behaviour, null,
+                    advantage == null ? new float[0] : advantage, weight == null ? new float[0] : weight, entropy, postTool);
+        }
+    }
+
+    private static Rows rows(List<Scored> scored, List<Integer> kept) {
+        int n = 0;
+        for (int i : kept) n += scored.get(i).trajectory().generatedTokens();
+        Rows r = new Rows();
+        r.source = kept.stream().mapToInt(Integer::intValue).toArray();
+        r.seqId = new int[n];
+        r.position = new int[n];
+        r.label = new int[n];
+        r.behaviour = new float[n];
+        r.entropy = new float[n];
+        r.postTool = new boolean[n];
+        int at = 0;
+        for (int j = 0; j < kept.size(); j++) {
+            Trajectory t = scored.get(kept.get(j)).trajectory();
+            int p0 = t.prompt().tokens().length;
+            int[] toks = Arrays.copyOf(t.prompt().tokens(), p0 + t.length());
+            System.arraycopy(t.tokens(), 0, toks, p0, t.length());
+            r.sequences.add(toks);
+            for (int q = 0; q < t.length(); q++) {
+                if (!t.lossMask()[q]) continue;
+                r.seqId[at] = j;
+                r.position[at] = p0 + q;
+                r.label[at] = t.tokens()[q];
+                r.behaviour[at] = t.logprobs()[q];
+                float h = t.entropies()[q];
+                if (!Float.isFinite(h)) {
+                    h = 0;  // a backend without entropies: shaping then sees 0 (counted in entropy_missing)
+                    r.entropyMissing++;
+                }
+                r.entropy[at] = h;
+                r.postTool[at] = t.postTool()[q];
+                at++;
+            }
+        }
+        return r;
+    }
+
+    /**
+     * Rejection sampling (CoRT; docs/algorithms.md §11): the correct trajectories with no failed tool call, per
+     * prompt the {@code keepPerPrompt} shortest, as a supervised batch.
+     */
+    public static TokenBatch rejectionSample(List<Scored> scored, int keepPerPrompt) {
+        if (keepPerPrompt < 1) throw new IllegalArgumentException("keepPerPrompt must be >= 1, got " + keepPerPrompt);
+        Map<Integer, List<Scored>> byGroup = new LinkedHashMap<>();
+        for (Scored s : scored)
+            if (s.correct() && s.trajectory().toolCalls().stream().noneMatch(c -> c.status().failed()))
+                byGroup.computeIfAbsent(s.group(), g -> new ArrayList<>()).add(s);
+        List<Sequence> keep = new ArrayList<>();
+        for (List<Scored> g : byGroup.values()) {
+            g.sort(Comparator.comparingInt(s -> s.trajectory().length()));
+            for (int i = 0; i < Math.min(keepPerPrompt, g.size()); i++) keep.add(Sequence.of(g.get(i).trajectory().prompt(), g.get(i).trajectory()));
+        }
+        return TokenBatch.supervised(keep);
+    }
+}

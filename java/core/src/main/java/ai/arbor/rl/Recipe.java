@@ -31,8 +31,9 @@ import java.util.Locale;
  * A training method as one value (docs/algorithms.md §6): everything it decides — how it samples rollouts,
  * how rewards become sequence advantages, which trajectories its filters drop, how advantages are shaped
  * per token, which clipped loss it optimizes, which reward it uses, how many trajectories per prompt, how
- * many mini-batches per step, and the sampling distribution. The step ({@link StepPipeline}, the trainer
- * in arbor-torch) reads every decision from here; adding a method adds a constant, not a case elsewhere.
+ * many mini-batches per step, the sampling distribution, and how many samples rejection sampling keeps. The
+ * step ({@link StepPipeline}, the trainer in arbor-torch) reads every decision from here; adding a method adds
+ * a constant, not a case elsewhere.
  *
  * <p>The loss's temperature is the sampler's: the constructor sets {@code loss.temperature()} from
  * {@code sampling}, so the trained log-probs are those of the distribution the tokens were drawn from
@@ -49,10 +50,12 @@ import java.util.Locale;
  * @param trajectoriesPerPrompt n (chains: n; ARPO/AEPO: the path budget; Tree-GRPO: M = n / 3 trees of K = 3); 0 for SFT
  * @param miniBatches           optimizer steps per pass over a step's batch
  * @param sampling              the distribution rollouts, sampled evaluation and the loss use
+ * @param keepPerPrompt         rejection sampling: the most correct samples kept per prompt, shortest first; 0 for
+ *                              the other kinds
  */
 public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimator estimator, TokenShaping shaping,
                      List<TrajectoryFilter> filters, PolicyLossConfig loss, Rewards reward, int trajectoriesPerPrompt,
-                     int miniBatches, SamplingParams sampling) {
+                     int miniBatches, SamplingParams sampling, int keepPerPrompt) {
 
     /** What a recipe trains with. */
     public enum Kind {
@@ -85,6 +88,9 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
         if (trajectoriesPerPrompt < 0 || (kind != Kind.SUPERVISED && trajectoriesPerPrompt < 1))
             throw new IllegalArgumentException(name + ": trajectoriesPerPrompt must be >= 1, got " + trajectoriesPerPrompt);
         if (miniBatches < 1) throw new IllegalArgumentException(name + ": miniBatches must be >= 1, got " + miniBatches);
+        if (kind == Kind.REJECTION_SAMPLING ? keepPerPrompt < 1 : keepPerPrompt != 0)
+            throw new IllegalArgumentException(name + ": keepPerPrompt must be " + (kind == Kind.REJECTION_SAMPLING ? ">= 1" : "0 (it is rejection sampling's)")
+                    + ", got " + keepPerPrompt);
         if (kind == Kind.POLICY_GRADIENT && sampling.isGreedy())
             throw new IllegalArgumentException(name + " trains on sampled tokens: the sampling temperature must be > 0, got "
                     + sampling.temperature());
@@ -98,7 +104,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
 
     private static Recipe pg(String name, Rollouts rollouts, AdvantageEstimator est, TokenShaping shaping, List<TrajectoryFilter> filters,
                              PolicyLossConfig loss, Rewards reward, int n) {
-        return new Recipe(name, Kind.POLICY_GRADIENT, rollouts, est, shaping, filters, loss, reward, n, 1, RL_SAMPLING);
+        return new Recipe(name, Kind.POLICY_GRADIENT, rollouts, est, shaping, filters, loss, reward, n, 1, RL_SAMPLING, 0);
     }
 
     private static final Rollouts CHAINS = ChainRollout::new;
@@ -112,7 +118,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
      * synthetic demonstrations, including CoRT's hint-engineered ones; no rollouts.
      */
     public static final Recipe SFT = new Recipe("sft", Kind.SUPERVISED, null, AdvantageEstimator.GRPO, TokenShaping.broadcast(),
-            List.of(), PolicyLossConfig.defaults(), OUTCOME, 0, 1, RL_SAMPLING);
+            List.of(), PolicyLossConfig.defaults(), OUTCOME, 0, 1, RL_SAMPLING, 0);
 
     /**
      * Rejection-sampling fine-tuning (CoRT §3, docs/algorithms.md §11): n = 8 chains per prompt, keep the correct
@@ -120,7 +126,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
      * outcome reward 1/0 for the selection.
      */
     public static final Recipe RFT = new Recipe("rft", Kind.REJECTION_SAMPLING, CHAINS, AdvantageEstimator.GRPO,
-            TokenShaping.broadcast(), List.of(), PolicyLossConfig.defaults(), OUTCOME, 8, 1, RL_SAMPLING);
+            TokenShaping.broadcast(), List.of(), PolicyLossConfig.defaults(), OUTCOME, 8, 1, RL_SAMPLING, 2);
 
     /**
      * GRPO (Shao et al. 2024, arXiv 2402.03300) as configured in verl: n = 8 chains; A = (R − μ_g)/(σ_g + 1e-6); PPO
@@ -211,18 +217,18 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     /** This recipe with n trajectories per prompt ({@code n <= 0}: unchanged). */
     public Recipe withTrajectoriesPerPrompt(int n) {
         return n <= 0 || n == trajectoriesPerPrompt ? this
-                : new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, n, miniBatches, sampling);
+                : new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, n, miniBatches, sampling, keepPerPrompt);
     }
 
     /** This recipe with {@code m} mini-batches per pass. */
     public Recipe withMiniBatches(int m) {
-        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, m, sampling);
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, m, sampling, keepPerPrompt);
     }
 
     /** This recipe sampling from {@code s}; its loss follows the temperature. */
     public Recipe withSampling(SamplingParams s) {
         if (s == null) throw new IllegalArgumentException(name + ": sampling must not be null");
-        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, s);
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, s, keepPerPrompt);
     }
 
     @Override

@@ -95,15 +95,16 @@ public final class StepPipeline {
             if (filtered.weight(k) > 0 && scored.get(live[k]).trajectory().generatedTokens() > 0) kept.add(live[k]);
         float[] keptAdv = new float[kept.size()];
         for (int j = 0, k = 0; k < live.length; k++) if (j < kept.size() && kept.get(j) == live[k]) keptAdv[j++] = seqAdv[k];
-        Rows rows = rows(scored, kept);
+        List<Trajectory> keptTrajectories = new ArrayList<>(kept.size());
+        for (int i : kept) keptTrajectories.add(scored.get(i).trajectory());
+        TokenBatch rows = TokenBatch.of(keptTrajectories, kept.stream().mapToInt(Integer::intValue).toArray());
         if (kept.isEmpty())
-            return new Prepared(rows.batch(null, null), perScored, filtered, new Stats(filtered, 0, 0, 0, null, Double.NaN));
-        TokenAdvantages.Result adv = TokenAdvantages.compute(keptAdv, rows.seqId, null, rows.entropy, rows.postTool, recipe.shaping());
-        float[] weight = weights(rows.seqId.length);
+            return new Prepared(rows.withAdvantages(new float[0]), perScored, filtered, new Stats(filtered, 0, 0, 0, null, Double.NaN));
+        TokenAdvantages.Result adv = TokenAdvantages.compute(keptAdv, rows.seqId(), null, rows.entropy(), rows.postTool(), recipe.shaping());
         double abs = 0;
         for (float a : adv.advantages()) abs += Math.abs(a);
-        return new Prepared(rows.batch(adv.advantages(), weight), perScored, filtered,
-                new Stats(filtered, kept.size(), rows.seqId.length, rows.entropyMissing, adv.stats(), abs / rows.seqId.length));
+        return new Prepared(rows.withAdvantages(adv.advantages()), perScored, filtered,
+                new Stats(filtered, kept.size(), rows.rows(), entropyMissing(keptTrajectories), adv.stats(), abs / rows.rows()));
     }
 
     /** The indices of the trajectories without an infrastructure failure (docs/algorithms.md §3). */
@@ -138,70 +139,25 @@ public final class StepPipeline {
         return TrajectoryFilter.all(recipe.filters().toArray(new TrajectoryFilter[0])).apply(in);
     }
 
-    /** The loss weight of each trained token: 1 (no importance weights yet, docs/algorithms.md §7). */
-    static float[] weights(int rows) {
-        float[] w = new float[rows];
-        Arrays.fill(w, 1f);
-        return w;
-    }
-
-    /** The token columns of the kept trajectories, before the advantages. */
-    private static final class Rows {
-        List<int[]> sequences = new ArrayList<>();
-        int[] source, seqId, position, label;
-        float[] behaviour, entropy;
-        boolean[] postTool;
-        int entropyMissing;
-
-        TokenBatch batch(float[] advantage, float[] weight) {
-            return new TokenBatch(sequences, source, seqId, position, label, behaviour, behaviour, null,
-                    advantage == null ? new float[0] : advantage, weight == null ? new float[0] : weight, entropy, postTool);
-        }
-    }
-
-    private static Rows rows(List<Scored> scored, List<Integer> kept) {
+    /**
+     * Trained tokens whose rollout gave no entropy ({@link TokenBatch#of} gives them 0, so the shaping saw 0). The
+     * loss weight of every row is 1: no importance weights yet (docs/algorithms.md §7).
+     */
+    static int entropyMissing(List<Trajectory> trajectories) {
         int n = 0;
-        for (int i : kept) n += scored.get(i).trajectory().generatedTokens();
-        Rows r = new Rows();
-        r.source = kept.stream().mapToInt(Integer::intValue).toArray();
-        r.seqId = new int[n];
-        r.position = new int[n];
-        r.label = new int[n];
-        r.behaviour = new float[n];
-        r.entropy = new float[n];
-        r.postTool = new boolean[n];
-        int at = 0;
-        for (int j = 0; j < kept.size(); j++) {
-            Trajectory t = scored.get(kept.get(j)).trajectory();
-            int p0 = t.prompt().tokens().length;
-            int[] toks = Arrays.copyOf(t.prompt().tokens(), p0 + t.length());
-            System.arraycopy(t.tokens(), 0, toks, p0, t.length());
-            r.sequences.add(toks);
-            for (int q = 0; q < t.length(); q++) {
-                if (!t.lossMask()[q]) continue;
-                r.seqId[at] = j;
-                r.position[at] = p0 + q;
-                r.label[at] = t.tokens()[q];
-                r.behaviour[at] = t.logprobs()[q];
-                float h = t.entropies()[q];
-                if (!Float.isFinite(h)) {
-                    h = 0;  // a backend without entropies: shaping then sees 0 (counted in entropy_missing)
-                    r.entropyMissing++;
-                }
-                r.entropy[at] = h;
-                r.postTool[at] = t.postTool()[q];
-                at++;
-            }
-        }
-        return r;
+        for (Trajectory t : trajectories)
+            for (int q = 0; q < t.length(); q++) if (t.lossMask()[q] && !Float.isFinite(t.entropies()[q])) n++;
+        return n;
     }
 
     /**
      * Rejection sampling (CoRT; docs/algorithms.md §11): the correct trajectories with no failed tool call, per
-     * prompt the {@code keepPerPrompt} shortest, as a supervised batch.
+     * prompt the recipe's {@link Recipe#keepPerPrompt} shortest, as a supervised batch.
      */
-    public static TokenBatch rejectionSample(List<Scored> scored, int keepPerPrompt) {
-        if (keepPerPrompt < 1) throw new IllegalArgumentException("keepPerPrompt must be >= 1, got " + keepPerPrompt);
+    public TokenBatch rejectionSample(List<Scored> scored) {
+        if (recipe.kind() != Recipe.Kind.REJECTION_SAMPLING)
+            throw new IllegalStateException(recipe.name() + " is not a rejection-sampling recipe");
+        int keepPerPrompt = recipe.keepPerPrompt();
         Map<Integer, List<Scored>> byGroup = new LinkedHashMap<>();
         for (Scored s : scored)
             if (s.correct() && s.trajectory().toolCalls().stream().noneMatch(c -> c.status().failed()))

@@ -1,6 +1,7 @@
 package ai.arbor.rl;
 
 import ai.arbor.kernels.LossAgg;
+import ai.arbor.rollout.Trajectory;
 import java.util.Arrays;
 import java.util.List;
 
@@ -12,9 +13,11 @@ import java.util.List;
  * the logit row before each trained position) from {@link #sequences}, {@link #seqId} and {@link #position}.
  *
  * <p>Supervised batches ({@link #supervised}) carry only the token columns (log-probs, advantages, entropy,
- * post-tool flags null); policy-gradient batches ({@link StepPipeline}) carry behaviour log-probs, old
- * log-probs (the behaviour ones, or recomputed: {@link #withOldLogprobs}), advantages, loss weights and, for a
- * KL term, reference log-probs ({@link #withRefLogprobs}).
+ * post-tool flags null). Rollouts become a batch through {@link #of(List)} (the rollout's columns, no
+ * advantages yet) — {@link StepPipeline} does that and adds a recipe's advantages; an embedding trainer with
+ * its own estimator adds them with {@link #withAdvantages}. Policy-gradient batches carry behaviour log-probs,
+ * old log-probs (the behaviour ones, or recomputed: {@link #withOldLogprobs}), advantages, loss weights and,
+ * for a KL term, reference log-probs ({@link #withRefLogprobs}).
  *
  * @param sequences  per sequence, its tokens (prompt, then response)
  * @param source     per sequence, where it came from (the index of its trajectory in the scored list, or of
@@ -101,6 +104,52 @@ public record TokenBatch(List<int[]> sequences, int[] source, int[] seqId, int[]
         float[] w = new float[n];
         Arrays.fill(w, 1f);
         return new TokenBatch(toks, src, seq, pos, lab, null, null, null, null, w, null, null);
+    }
+
+    /**
+     * The generated tokens of {@code trajectories} as rows (prompt and tool observations are context, not rows):
+     * behaviour and old log-probs = the sampler's, entropy (0 where the backend reported none), the post-tool
+     * flag; weight 1; no advantages yet. Sequence {@code s} is {@code trajectories.get(s)}'s prompt and response.
+     */
+    public static TokenBatch of(List<Trajectory> trajectories) {
+        int[] source = new int[trajectories.size()];
+        for (int i = 0; i < source.length; i++) source[i] = i;
+        return of(trajectories, source);
+    }
+
+    /** As {@link #of(List)}, sequence {@code s} recording {@code source[s]} as where it came from. */
+    static TokenBatch of(List<Trajectory> trajectories, int[] source) {
+        int n = 0;
+        for (Trajectory t : trajectories) n += t.generatedTokens();
+        List<int[]> sequences = new java.util.ArrayList<>(trajectories.size());
+        int[] seqId = new int[n], position = new int[n], label = new int[n];
+        float[] behaviour = new float[n], entropy = new float[n], weight = new float[n];
+        boolean[] postTool = new boolean[n];
+        int at = 0;
+        for (int s = 0; s < trajectories.size(); s++) {
+            Trajectory t = trajectories.get(s);
+            int p0 = t.prompt().tokens().length;
+            sequences.add(Sequence.of(t.prompt(), t).tokens());
+            for (int q = 0; q < t.length(); q++) {
+                if (!t.lossMask()[q]) continue;
+                seqId[at] = s;
+                position[at] = p0 + q;
+                label[at] = t.tokens()[q];
+                behaviour[at] = t.logprobs()[q];
+                float h = t.entropies()[q];
+                entropy[at] = Float.isFinite(h) ? h : 0;   // a backend without entropies: shaping sees 0
+                postTool[at] = t.postTool()[q];
+                weight[at] = 1f;
+                at++;
+            }
+        }
+        return new TokenBatch(sequences, source, seqId, position, label, behaviour, behaviour, null, null, weight, entropy, postTool);
+    }
+
+    /** This batch with token advantages (one per row). */
+    public TokenBatch withAdvantages(float[] v) {
+        if (v == null) throw new IllegalArgumentException("advantages must not be null");
+        return new TokenBatch(sequences, source, seqId, position, label, behaviour, old, ref, v, weight, entropy, postTool);
     }
 
     /** Number of rows (trained tokens). */

@@ -1,11 +1,11 @@
 package ai.arbor.task;
 
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.Generator;
 import ai.arbor.rollout.Prompt;
 import ai.arbor.rollout.RolloutBatch;
 import ai.arbor.rollout.RolloutEngine;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.rollout.ToolCallRecord;
 import ai.arbor.rollout.Trajectory;
@@ -61,14 +61,13 @@ public final class Evaluator {
      * @param samples     answers per problem when sampling
      */
     public static Result evaluate(TrainingTask task, Tokenizer tokenizer, Generator generator, List<Problem> problems,
-                                  ai.arbor.kernels.SamplingParams sampling,
-                                  int samples, long seed, int toolThreads) {
+                                  SamplingParams sampling, int samples, long seed, int toolThreads) {
         if (problems.isEmpty()) throw new IllegalArgumentException("no problems to evaluate");
         if (sampling == null) throw new IllegalArgumentException("sampling must not be null");
         double temperature = sampling.temperature();
         int k = sampling.isGreedy() ? 1 : Math.max(1, samples);
         long t0 = System.nanoTime();
-        AgentConfig agent = task.agentConfig(SamplingParams.defaults().withDistribution(sampling));
+        AgentConfig agent = task.agentConfig(sampling);
         List<Prompt> prompts = new ArrayList<>();
         for (Problem p : problems) prompts.add(task.prompt(p, tokenizer));
         RolloutBatch<TreeGroup> batch;

@@ -19,7 +19,7 @@ import ai.arbor.reward.RewardFunction;
 import ai.arbor.reward.TrajectorySummary;
 import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.Budget;
-import ai.arbor.rollout.SamplingParams;
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.task.TrainingTask;
 import ai.arbor.tree.AepoRollout;
 import ai.arbor.tree.ArpoRollout;
@@ -40,7 +40,7 @@ class RecipeTest {
     static void tasks() {
         arith = TrainingTask.create("arith", 1, 10, 5);
         kb = TrainingTask.create("kb", 1, 10, 5);
-        arithAgent = arith.agentConfig(SamplingParams.defaults());
+        arithAgent = arith.agentConfig(SamplingParams.temperature(1f));
     }
 
     @AfterAll
@@ -72,7 +72,7 @@ class RecipeTest {
         assertEquals("chains(n=8)", r.strategy(Budget.UNLIMITED).name());
         assertEquals(AdvantageEstimator.GRPO, r.estimator());
         assertEquals(TokenShaping.broadcast(), r.shaping());
-        assertLoss(r.withSampling(ai.arbor.kernels.SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.2, KlType.K3, 0.001);
+        assertLoss(r.withSampling(SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.2, KlType.K3, 0.001);
         assertTrue(r.filters().isEmpty());
         RewardFunction f = r.reward().reward(arith, arithAgent);
         assertInstanceOf(OutcomeReward.class, f);
@@ -85,7 +85,7 @@ class RecipeTest {
         for (Recipe r : List.of(Recipe.GRPO_TCR, Recipe.TAO_RL)) {
             assertEquals("chains(n=8)", r.strategy(Budget.UNLIMITED).name());
             assertEquals(AdvantageEstimator.GRPO, r.estimator());
-            assertLoss(r.withSampling(ai.arbor.kernels.SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.28, KlType.NONE, 0);
+            assertLoss(r.withSampling(SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.28, KlType.NONE, 0);
             RewardFunction f = r.reward().reward(arith, arithAgent);
             // 1 if correct, else min(−0.6, −1 + 0.1·calls); DAPO overlong with L_max 320, buffer 64: 0 up to 256 tokens
             assertEquals(1.0, f.reward(said("\\boxed{12}", 1, 100), List.of("12")), 1e-12);
@@ -114,11 +114,11 @@ class RecipeTest {
                 "with a budget: iterate until it is spent, keep every leaf");
         assertEquals(AdvantageEstimator.TREE_GRPO, r.estimator());
         assertEquals(TokenShaping.broadcast(), r.shaping());
-        PolicyLossConfig c = r.withSampling(ai.arbor.kernels.SamplingParams.temperature(0.7f)).loss();
+        PolicyLossConfig c = r.withSampling(SamplingParams.temperature(0.7f)).loss();
         assertLoss(c, ClipMode.DUAL_CLIP, 0.2, 0.2, KlType.K3, 0.001);
         assertEquals(3.0, c.dualClipC(), 0);
         // QA: exact match with format terms 1 / 0.8 / 0.2 / 0.1 (well-formed = calls with results, then one answer)
-        RewardFunction f = r.reward().reward(kb, kb.agentConfig(SamplingParams.defaults()));
+        RewardFunction f = r.reward().reward(kb, kb.agentConfig(SamplingParams.temperature(1f)));
         String ok = "<search>Bo Ka</search> <result>\nDoc 1(Title: Bo Ka) Bo Ka works at Zu Corp.\n</result><answer>Zu Corp</answer>";
         assertEquals(1.0, f.reward(said(ok, 1, 50), List.of("Zu Corp")), 1e-12);
         assertEquals(0.2, f.reward(said(ok, 1, 50), List.of("Lomi")), 1e-12);
@@ -136,7 +136,7 @@ class RecipeTest {
         assertEquals(8, arpo.config().initialPaths());
         assertEquals(1, arpo.config().branchesPerEvent());
         assertEquals(BranchRule.arpoCode(), arpo.config().rule());
-        assertLoss(Recipe.ARPO.withSampling(ai.arbor.kernels.SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.2, KlType.NONE, 0);
+        assertLoss(Recipe.ARPO.withSampling(SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.2, KlType.NONE, 0);
         assertEquals(TokenShaping.broadcast(), Recipe.ARPO.shaping());
 
         AepoRollout aepo = (AepoRollout) Recipe.AEPO.strategy(Budget.UNLIMITED);
@@ -144,7 +144,7 @@ class RecipeTest {
         assertEquals(16, aepo.config().paths());
         assertEquals(AepoRollout.SplitRule.CODE, aepo.config().splitRule());
         assertEquals(0.5, aepo.config().splitBeta(), 0);
-        PolicyLossConfig c = Recipe.AEPO.withSampling(ai.arbor.kernels.SamplingParams.temperature(0.7f)).loss();
+        PolicyLossConfig c = Recipe.AEPO.withSampling(SamplingParams.temperature(0.7f)).loss();
         assertLoss(c, ClipMode.AEPO_STOP_GRADIENT, 0.2, 0.2, KlType.NONE, 0);
         assertEquals(1.0, c.aepoTopEntropyFraction(), 0, "the stop-gradient clip on every token (released code)");
         assertEquals(TokenShaping.Mode.AEPO, Recipe.AEPO.shaping().mode());

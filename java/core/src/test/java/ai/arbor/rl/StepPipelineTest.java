@@ -127,11 +127,14 @@ class StepPipelineTest {
                 scored(0, traj(0, new int[] {13}, new boolean[] {true}, ones(1, 1f), new boolean[1], List.of(), Termination.ANSWER), 0),
                 scored(0, traj(0, new int[] {10, 11, 12, 13}, new boolean[] {true, true, true, true}, ones(4, 1f), new boolean[4], List.of(),
                         Termination.ANSWER), 1));
-        TokenBatch b = StepPipeline.rejectionSample(s, 2);
+        assertEquals(2, Recipe.RFT.keepPerPrompt(), "CoRT keeps two per prompt");
+        TokenBatch b = new StepPipeline(Recipe.RFT, TOK).rejectionSample(s);
         assertEquals(2, b.sequenceCount());
         assertArrayEquals(new int[] {1, 2, 10, 11}, b.sequences().get(0), "shortest correct first");
         assertArrayEquals(new int[] {1, 2, 10, 11, 12}, b.sequences().get(1));
         assertEquals(5, b.rows());
+        IllegalStateException e = assertThrows(IllegalStateException.class, () -> new StepPipeline(Recipe.GRPO, TOK).rejectionSample(s));
+        assertTrue(e.getMessage().contains("grpo"), e.getMessage());
     }
 
     @Test

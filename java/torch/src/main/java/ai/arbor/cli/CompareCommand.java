@@ -65,48 +65,36 @@ public final class CompareCommand implements Callable<Integer> {
         java.util.List<String> args = new java.util.ArrayList<>(spec.commandLine().getParseResult().originalArgs());
         if (!args.isEmpty() && args.get(0).equals(spec.name())) args.remove(0);
         String command = "arbor compare " + String.join(" ", args);
-        long base = run.seed;
         String startFrom = run.init == null ? null : run.init.toString();
-        run.init = null;
         List<Map<String, Object>> runs = new ArrayList<>();
         long t0 = System.nanoTime();
         for (int k = 0; k < seeds; k++) {
-            run.seed = base + k;
-            Path seedDir = dir.resolve("seed" + run.seed);
+            long seed = run.seed + k;
+            Path seedDir = dir.resolve("seed" + seed);
             Path sft = seedDir.resolve("sft");
             TrainingRun.Options so;
             if (startFrom == null) {
-                so = run.options(Recipe.SFT, sft);
-                System.out.printf(Locale.ROOT, "== seed %d: SFT cold start (%d steps)%n", run.seed, so.sftSteps());
+                so = run.options(Recipe.SFT, seed, null, sft);
+                System.out.printf(Locale.ROOT, "== seed %d: SFT cold start (%d steps)%n", seed, so.sft().steps());
             } else {
                 // a given start (e.g. the SFT checkpoints of earlier `arbor train` runs): evaluate it, no training
-                Path start = Path.of(startFrom.replace("{seed}", Long.toString(run.seed)));
+                Path start = Path.of(startFrom.replace("{seed}", Long.toString(seed)));
                 if (!Files.isRegularFile(start)) throw new IllegalArgumentException("--init: no checkpoint at " + start);
-                so = run.options(Recipe.GRPO, sft).with(b -> {
-                    b.init = start;
-                    b.rlSteps = 0;
-                    b.evalBefore = true;
-                    return b;
-                });
-                System.out.printf(Locale.ROOT, "== seed %d: start from %s%n", run.seed, start);
+                so = run.options(Recipe.GRPO, seed, start, sft);
+                so = so.withRl(so.rl().withSteps(0)).withEval(so.eval().withBefore(true));
+                System.out.printf(Locale.ROOT, "== seed %d: start from %s%n", seed, start);
             }
             TrainingRun.Result sr = TrainingRun.run(so, new ProgressBar(System.out));
-            runs.add(row("sft", run.seed, sr, null));
+            runs.add(row("sft", seed, sr, null));
             for (Recipe recipe : rs) {
-                TrainCommand.RunOptions ro = run;
-                TrainingRun.Options o = ro.options(recipe, seedDir.resolve(recipe.name())).with(b -> {
-                    b.init = sft.resolve("policy.safetensors");
-                    b.evalBefore = false;
-                    return b;
-                });
-                System.out.printf(Locale.ROOT, "== seed %d: %s, %d steps × %d prompts, budget %s per prompt%n", run.seed, recipe.name(),
-                        o.rlSteps(), o.promptsPerStep(), o.budget());
+                TrainingRun.Options o = run.options(recipe, seed, sft.resolve("policy.safetensors"), seedDir.resolve(recipe.name()));
+                o = o.withEval(o.eval().withBefore(false));
+                System.out.printf(Locale.ROOT, "== seed %d: %s, %d steps × %d prompts, budget %s per prompt%n", seed, recipe.name(),
+                        o.rl().steps(), o.rl().promptsPerStep(), o.rl().budget());
                 TrainingRun.Result r = TrainingRun.run(o, new ProgressBar(System.out));
-                runs.add(row(recipe.name(), run.seed, r, r.metrics()));
+                runs.add(row(recipe.name(), seed, r, r.metrics()));
             }
         }
-        run.seed = base;
-        run.init = startFrom == null ? null : Path.of(startFrom);
         double minutes = (System.nanoTime() - t0) / 60e9;
         String table = table(command, runs, rs, minutes);
         Files.writeString(dir.resolve("compare.md"), table, StandardCharsets.UTF_8);

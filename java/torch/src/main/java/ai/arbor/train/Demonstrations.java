@@ -1,5 +1,6 @@
 package ai.arbor.train;
 
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.AgentLoop;
 import ai.arbor.rollout.FinishReason;
@@ -8,7 +9,6 @@ import ai.arbor.rollout.GenerationException;
 import ai.arbor.rollout.GenerationRequest;
 import ai.arbor.rollout.Generator;
 import ai.arbor.rollout.Prompt;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.Termination;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.rollout.Trajectory;
@@ -77,7 +77,7 @@ public final class Demonstrations {
                 DemoScript script = task.demonstration(problems.get(i), styles.get(i));
                 AgentLoop loop = AgentLoop.builder().generator(new Scripted(script, tokenizer, prompt.tokens().length, task))
                         .tokenizer(tokenizer).format(task.format()).tools(task.tools())
-                        .config(task.agentConfig(SamplingParams.defaults())).toolExecutor(pool).build();
+                        .config(task.agentConfig(SamplingParams.temperature(1f))).toolExecutor(pool).build();
                 runs.add(loop.run(prompt, i));
             }
             List<Demonstration> out = new ArrayList<>();

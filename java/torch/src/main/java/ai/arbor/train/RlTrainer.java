@@ -15,7 +15,6 @@ import ai.arbor.rollout.Prompt;
 import ai.arbor.rollout.RolloutBatch;
 import ai.arbor.rollout.RolloutEngine;
 import ai.arbor.rollout.RolloutStrategy;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.task.Problem;
 import ai.arbor.task.TrainingTask;
@@ -58,20 +57,18 @@ public final class RlTrainer implements AutoCloseable {
      * @param budget           per-prompt rollout budget, or {@link Budget#UNLIMITED}
      * @param ppoEpochs        passes over each batch
      * @param oldLogprobs      behaviour or recomputed old log-probs
-     * @param rftKeepPerPrompt RFT: most correct samples kept per prompt (shortest first)
      */
-    public record Config(Recipe recipe, Budget budget, int ppoEpochs, OldLogprobs oldLogprobs, int rftKeepPerPrompt) {
+    public record Config(Recipe recipe, Budget budget, int ppoEpochs, OldLogprobs oldLogprobs) {
         public Config {
             if (recipe == null || !recipe.samples()) throw new IllegalArgumentException("an RL config needs a sampling recipe, got " + recipe);
             if (budget == null) budget = Budget.UNLIMITED;
             if (ppoEpochs < 1) throw new IllegalArgumentException("ppoEpochs must be >= 1, got " + ppoEpochs);
             if (oldLogprobs == null) oldLogprobs = OldLogprobs.AUTO;
-            if (rftKeepPerPrompt < 1) throw new IllegalArgumentException("rftKeepPerPrompt must be >= 1, got " + rftKeepPerPrompt);
         }
 
-        /** The recipe as it is, no budget, one epoch, old log-probs by {@link OldLogprobs#AUTO}, RFT keeps 2. */
+        /** The recipe as it is, no budget, one epoch, old log-probs by {@link OldLogprobs#AUTO}. */
         public static Config of(Recipe recipe) {
-            return new Config(recipe, Budget.UNLIMITED, 1, OldLogprobs.AUTO, 2);
+            return new Config(recipe, Budget.UNLIMITED, 1, OldLogprobs.AUTO);
         }
 
         public boolean recomputeOld() {
@@ -118,7 +115,7 @@ public final class RlTrainer implements AutoCloseable {
         this.trainer = trainer;
         this.afterUpdate = afterUpdate;
         this.config = config;
-        AgentConfig agent = task.agentConfig(SamplingParams.defaults().withDistribution(recipe.sampling()));
+        AgentConfig agent = task.agentConfig(recipe.sampling());
         this.reward = recipe.reward().reward(task, agent);
         this.reference = reference;
         this.strategy = recipe.strategy(config.budget());
@@ -252,7 +249,7 @@ public final class RlTrainer implements AutoCloseable {
     }
 
     private void rftUpdate(Map<String, Object> m, List<Scored> scored) {
-        TokenBatch keep = StepPipeline.rejectionSample(scored, config.rftKeepPerPrompt());
+        TokenBatch keep = pipeline.rejectionSample(scored);
         m.put("trained_sequences", keep.sequenceCount());
         if (keep.sequenceCount() == 0) {
             m.put("skipped", 1);

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.arbor.advantage.Advantages;
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.reward.AnswerChecker;
 import ai.arbor.reward.MathGrader;
 import ai.arbor.rl.Recipe;
@@ -17,19 +18,18 @@ import ai.arbor.rollout.FinishReason;
 import ai.arbor.rollout.Generation;
 import ai.arbor.rollout.GenerationRequest;
 import ai.arbor.rollout.Generator;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.Seeds;
 import ai.arbor.rollout.ToolCallStatus;
 import ai.arbor.rollout.ToolProvider;
+import ai.arbor.task.DemoScript;
+import ai.arbor.task.DemoStyle;
+import ai.arbor.task.Problem;
+import ai.arbor.task.TrainingTask;
 import ai.arbor.tools.Observation;
 import ai.arbor.tools.Tool;
 import ai.arbor.torch.model.CpuThreads;
 import ai.arbor.torch.model.PolicyConfig;
 import ai.arbor.torch.model.ReferencePolicy;
-import ai.arbor.task.DemoScript;
-import ai.arbor.task.DemoStyle;
-import ai.arbor.task.Problem;
-import ai.arbor.task.TrainingTask;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -73,7 +73,7 @@ class RlTrainerTest {
         public AnswerChecker checker() { return MathGrader.standard(); }
         public boolean questionAnswering() { return false; }
         public AgentConfig agentConfig(SamplingParams s) {
-            return AgentConfig.builder().sampling(s.withMaxNewTokens(40)).maxTurns(3).maxToolCalls(2).maxResponseTokens(120)
+            return AgentConfig.builder().sampling(s).maxNewTokens(40).maxTurns(3).maxToolCalls(2).maxResponseTokens(120)
                     .toolTimeout(Duration.ofSeconds(10)).build();
         }
         public Map<DemoStyle, Double> demoMix() { return Map.of(DemoStyle.HAND, 1.0); }
@@ -122,7 +122,7 @@ class RlTrainerTest {
         try (StubTask task = new StubTask(); ReferencePolicy p = ReferencePolicy.create(cfg); ReferencePolicy ref = TrainingRun.copy(p);
              Trainer tr = new Trainer(p, OptimConfig.adamW(1e-3), 10, 4096, TOK.vocabSize());
              RlTrainer rl = new RlTrainer(task, TOK, tr, new Scripted(), invalidations::incrementAndGet, ref,
-                     new RlTrainer.Config(Recipe.GRPO.withTrajectoriesPerPrompt(6), null, 1, RlTrainer.OldLogprobs.BEHAVIOUR, 2), 4096, 2)) {
+                     new RlTrainer.Config(Recipe.GRPO.withTrajectoriesPerPrompt(6), null, 1, RlTrainer.OldLogprobs.BEHAVIOUR), 4096, 2)) {
             RlTrainer.Rollout ro = rl.rollout(task.train(), 11);
             List<Scored> scored = ro.scored();
             assertEquals(18, scored.size());

@@ -118,6 +118,33 @@ class StepPipelineTest {
     }
 
     @Test
+    void tokenBatchOfTrajectoriesIsTheRolloutsColumnsAndAMissingEntropyIsCountedAsZero() {
+        float nan = Float.NaN;
+        Trajectory withObs = traj(0, new int[] {10, 20, 21, 22}, new boolean[] {true, false, false, true}, new float[] {0.5f, nan, nan, 0.25f},
+                new boolean[] {false, false, false, true}, List.of(), Termination.ANSWER);
+        Trajectory noEntropy = traj(1, new int[] {30, 31}, new boolean[] {true, true}, new float[] {nan, nan}, new boolean[2], List.of(),
+                Termination.ANSWER);
+        TokenBatch b = TokenBatch.of(List.of(withObs, noEntropy));
+        assertArrayEquals(new int[] {0, 1}, b.source());
+        assertArrayEquals(new int[] {0, 0, 1, 1}, b.seqId());
+        assertArrayEquals(new int[] {2, 5, 2, 3}, b.position(), "the observation's tokens (3, 4) are context, not rows");
+        assertArrayEquals(new int[] {10, 22, 30, 31}, b.label());
+        assertArrayEquals(new float[] {-0.1f, -0.4f, -0.1f, -0.2f}, b.behaviour());
+        assertArrayEquals(new float[] {0.5f, 0.25f, 0f, 0f}, b.entropy(), "an unmasked NaN on the observation is never read");
+        assertArrayEquals(new boolean[] {false, true, false, false}, b.postTool());
+        assertArrayEquals(ones(4, 1f), b.weight());
+        assertEquals(null, b.advantage());
+        assertArrayEquals(new float[] {1, 2, 3, 4}, b.withAdvantages(new float[] {1, 2, 3, 4}).advantage());
+
+        // the pipeline builds the same rows and reports the two tokens whose entropy the backend did not give
+        StepPipeline.Prepared p = new StepPipeline(Recipe.GRPO, TOK).prepare(List.of(scored(0, withObs, 1), scored(0, noEntropy, 0)));
+        assertArrayEquals(b.position(), p.batch().position());
+        assertArrayEquals(b.entropy(), p.batch().entropy());
+        assertEquals(2, p.stats().entropyMissing());
+        assertEquals(2, p.stats().metrics().get("entropy_missing"));
+    }
+
+    @Test
     void rejectionSamplingKeepsTheShortestCorrectSamplesWithoutFailedCalls() {
         ToolCallRecord failed = new ToolCallRecord(0, "python", "x", ToolCallStatus.TOOL_ERROR, 0, "err", null, false);
         List<Scored> s = List.of(

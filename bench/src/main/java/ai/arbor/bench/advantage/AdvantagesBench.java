@@ -1,8 +1,9 @@
 package ai.arbor.bench.advantage;
 
 import ai.arbor.advantage.Advantages;
-import ai.arbor.advantage.TokenAdvantages;
-import ai.arbor.advantage.TokenShaping;
+import ai.arbor.kernels.TokenAdvantages;
+import ai.arbor.kernels.TokenAdvantagesReference;
+import ai.arbor.kernels.TokenShaping;
 import ai.arbor.kernels.DType;
 import ai.arbor.kernels.Kernels;
 import ai.arbor.kernels.MemRef;
@@ -136,7 +137,7 @@ public class AdvantagesBench {
 
     @Benchmark
     public double[] aepoJavaReference() {
-        return TokenAdvantages.reference(advD, ids, 0, mask, hD, post, TokenShaping.aepo()).advantages();
+        return TokenAdvantagesReference.compute(advD, ids, 0, mask, hD, post, TokenShaping.aepo()).advantages();
     }
 
     /** AEPO with libtorch eager ops on CPU tensors (fp32), as a trainer would write it. */

@@ -6,6 +6,7 @@ import ai.arbor.kernels.PolicyLoss;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
 import ai.arbor.kernels.TokenStats;
+import ai.arbor.torch.EagerPolicyLoss;
 import ai.arbor.torch.TorchPolicyLoss;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
@@ -29,7 +30,7 @@ import org.openjdk.jmh.annotations.TearDown;
  * Forward + backward of the token-mean PPO loss (docs/algorithms.md §2, ε = 0.2) from logits, at
  * rows × vocab: the fused native kernel (statistics, loss and ∂loss/∂logits in one pass per row), the
  * composable native path (token stats forward, O(T) loss, token stats backward), libtorch eager with
- * autograd on the same math ({@link TorchPolicyLoss#eagerLoss}), and plain Java; plus a large memcpy,
+ * autograd on the same math ({@link EagerPolicyLoss#loss}), and plain Java; plus a large memcpy,
  * the machine's copy bandwidth the kernels are reported against. All variants are checked against each
  * other once at setup (same loss, same gradient), so the timings compare the same computation.
  *
@@ -140,15 +141,14 @@ public class PolicyLossBench {
     /** loss and logits.grad by libtorch autograd (inside the caller's PointerScope). */
     private Tensor[] torchEager() {
         Tensor xg = x.detach().set_requires_grad(true);
-        Tensor loss = TorchPolicyLoss.eagerLoss(cfg, xg, labelsT, oldT, advT, maskT, null, null, Float.NEGATIVE_INFINITY);
+        Tensor loss = EagerPolicyLoss.loss(cfg, xg, labelsT, oldT, advT, maskT, null, null, Float.NEGATIVE_INFINITY);
         loss.backward();
         return new Tensor[] {loss, xg.grad()};
     }
 
     @Benchmark
     public double plainJava() {
-        return JavaPolicyLoss.forwardBackward(logits, rows, vocab, labels, old, adv, mask, cfg.epsLow(), cfg.epsHigh(),
-                grad, true);
+        return JavaPolicyLoss.forwardBackward(cfg, logits, rows, vocab, labels, old, adv, mask, grad);
     }
 
     /**

@@ -3,6 +3,7 @@ package ai.arbor.bench.policyloss;
 import ai.arbor.kernels.PolicyLoss;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.TokenStats;
+import ai.arbor.torch.EagerPolicyLoss;
 import ai.arbor.torch.TorchPolicyLoss;
 import java.io.IOException;
 import java.lang.management.ManagementFactory;
@@ -62,14 +63,13 @@ public final class PolicyLossMemory {
             measure("libtorch", vocab, () -> {
                 try (PointerScope scope = new PointerScope()) {
                     Tensor xg = x.detach().set_requires_grad(true);
-                    Tensor loss = TorchPolicyLoss.eagerLoss(cfg, xg, labT, oldT, advT, maskT, null, null,
+                    Tensor loss = EagerPolicyLoss.loss(cfg, xg, labT, oldT, advT, maskT, null, null,
                             Float.NEGATIVE_INFINITY);
                     loss.backward();
                     xg.grad().numel();
                 }
             });
-            measure("plainJava", vocab, () -> JavaPolicyLoss.forwardBackward(logits, rows, vocab, labels, old, adv, mask,
-                    cfg.epsLow(), cfg.epsHigh(), grad, false));
+            measure("plainJava", vocab, () -> JavaPolicyLoss.forwardBackward(cfg, logits, rows, vocab, labels, old, adv, mask, grad));
         }
     }
 

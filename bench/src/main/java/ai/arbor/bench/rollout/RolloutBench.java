@@ -11,7 +11,6 @@ import ai.arbor.rollout.Prompt;
 import ai.arbor.rollout.RolloutBatch;
 import ai.arbor.rollout.RolloutEngine;
 import ai.arbor.rollout.RolloutStrategy;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.TagToolCallFormat;
 import ai.arbor.rollout.TokenContext;
 import ai.arbor.rollout.ToolProvider;
@@ -152,7 +151,7 @@ public class RolloutBench {
             promptsInFlight = 2;
         }
         engine = RolloutEngine.builder().generator(new ZeroCostGenerator(calls)).tokenizer(TOK).format(TagToolCallFormat.arpo())
-                .tools(tools).config(AgentConfig.builder().sampling(SamplingParams.defaults().withMaxNewTokens(128))
+                .tools(tools).config(AgentConfig.builder().maxNewTokens(128)
                         .maxTurns(calls + 2).maxToolCalls(calls + 1).build()).toolThreads(16).maxConcurrentPrompts(promptsInFlight).build();
         // groups of 8 (chains) or 2 trees x 3 kept leaves + expansions (Tree-GRPO defaults: 6 per prompt)
         int perPrompt = strategy.equals("chains") ? 8 : 6;

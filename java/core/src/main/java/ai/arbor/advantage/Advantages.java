@@ -11,7 +11,7 @@ import java.util.Map;
  * the set of trajectories sharing an id.
  *
  * <p>These are O(B) over the B trajectories of a step (hundreds to thousands), so they run in Java; the
- * per-token broadcast and entropy shaping of the result run as native kernels ({@link TokenAdvantages}).
+ * per-token broadcast and entropy shaping of the result run as native kernels ({@link ai.arbor.kernels.TokenAdvantages}).
  *
  * <p>Filtered trajectories: compute advantages over <em>all</em> trajectories of each group first, then
  * apply the filters' weights ({@link FilterResult#applyTo(float[])}): a trajectory excluded from the loss

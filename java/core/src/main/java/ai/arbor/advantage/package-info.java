@@ -4,8 +4,8 @@
  * <ul>
  *   <li>{@link ai.arbor.advantage.Advantages}: sequence-level GRPO, Dr.GRPO, Tree-GRPO (by name:
  *       {@link ai.arbor.advantage.AdvantageEstimator}).</li>
- *   <li>{@link ai.arbor.advantage.TokenAdvantages}: broadcast to tokens, AEPO entropy-aware advantage,
- *       TAO-RL post-tool shaping ({@link ai.arbor.advantage.TokenShaping}) — native CPU/CUDA kernels.</li>
+ *   <li>{@link ai.arbor.kernels.TokenAdvantages}: broadcast to tokens, AEPO entropy-aware advantage,
+ *       TAO-RL post-tool shaping ({@link ai.arbor.kernels.TokenShaping}) — native CPU/CUDA kernels.</li>
  *   <li>Filters over {@link ai.arbor.advantage.ScoredTrajectory}: {@link ai.arbor.advantage.ToolAwareFilter}
  *       (TAO-RL), {@link ai.arbor.advantage.DegenerateGroupFilter}, {@link ai.arbor.advantage.VoidTurnFilter}
  *       (SimpleTIR), {@link ai.arbor.advantage.OverlongFilter} (DAPO), each returning a
@@ -16,3 +16,6 @@
  * {@link ai.arbor.reward}.
  */
 package ai.arbor.advantage;
+
+import ai.arbor.kernels.TokenAdvantages;
+import ai.arbor.kernels.TokenShaping;

@@ -1,12 +1,14 @@
 package ai.arbor.rollout;
 
+import ai.arbor.kernels.SamplingParams;
 import java.time.Duration;
 
 /**
  * Limits and sampling of the agent loop (docs/algorithms.md §4 "Agent loop").
  *
- * @param sampling             sampling parameters; {@code maxNewTokens} is the per-turn cap (the format's
- *                             stop strings are added to its stops)
+ * @param sampling             the distribution every turn is drawn from
+ * @param limits               per-turn limits: {@code maxNewTokens} is the per-turn cap (the format's stop
+ *                             strings are added to its stops)
  * @param maxTurns             most generations per trajectory; a tool call made on the last turn is not executed
  * @param maxToolCalls         most tool calls per trajectory (malformed ones count); the last allowed one gets
  *                             the limit notice, a further one ends the trajectory
@@ -17,10 +19,11 @@ import java.time.Duration;
  * @param toolTimeout          safety net around a tool call (tools enforce their own limits first); a call
  *                             that exceeds it is an infrastructure failure and the path's session is replaced
  */
-public record AgentConfig(SamplingParams sampling, int maxTurns, int maxToolCalls, int maxResponseTokens, int maxObservationTokens,
+public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int maxTurns, int maxToolCalls, int maxResponseTokens, int maxObservationTokens,
                           String limitNotice, Duration toolTimeout) {
     public AgentConfig {
         if (sampling == null) throw new IllegalArgumentException("sampling must not be null");
+        if (limits == null) throw new IllegalArgumentException("limits must not be null");
         if (maxTurns < 1) throw new IllegalArgumentException("maxTurns must be >= 1, got " + maxTurns);
         if (maxToolCalls < 0) throw new IllegalArgumentException("maxToolCalls must be >= 0, got " + maxToolCalls);
         if (maxResponseTokens < 1) throw new IllegalArgumentException("maxResponseTokens must be >= 1, got " + maxResponseTokens);
@@ -35,13 +38,25 @@ public record AgentConfig(SamplingParams sampling, int maxTurns, int maxToolCall
 
     /** Builder with defaults: τ=1, 1024 tokens per turn, 8 turns, 8 tool calls, 4096 response tokens, 1024 observation tokens, 120 s tool timeout. */
     public static final class Builder {
-        private SamplingParams sampling = SamplingParams.defaults();
+        private SamplingParams sampling = SamplingParams.temperature(1f);
+        private GenerationLimits limits = GenerationLimits.defaults();
         private int maxTurns = 8, maxToolCalls = 8, maxResponseTokens = 4096, maxObservationTokens = 1024;
         private String limitNotice;
         private Duration toolTimeout = Duration.ofSeconds(120);
 
         public Builder sampling(SamplingParams s) {
             this.sampling = s;
+            return this;
+        }
+
+        public Builder limits(GenerationLimits l) {
+            this.limits = l;
+            return this;
+        }
+
+        /** These limits with at most {@code n} new tokens per turn. */
+        public Builder maxNewTokens(int n) {
+            this.limits = limits.withMaxNewTokens(n);
             return this;
         }
 
@@ -76,7 +91,7 @@ public record AgentConfig(SamplingParams sampling, int maxTurns, int maxToolCall
         }
 
         public AgentConfig build() {
-            return new AgentConfig(sampling, maxTurns, maxToolCalls, maxResponseTokens, maxObservationTokens, limitNotice, toolTimeout);
+            return new AgentConfig(sampling, limits, maxTurns, maxToolCalls, maxResponseTokens, maxObservationTokens, limitNotice, toolTimeout);
         }
     }
 }

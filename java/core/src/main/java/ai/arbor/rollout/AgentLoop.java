@@ -34,7 +34,7 @@ public final class AgentLoop {
     private final AgentConfig config;
     private final Executor toolExecutor;
     private final AsyncLimiter generationLimiter;
-    private final SamplingParams baseParams;
+    private final GenerationLimits baseLimits;
     private final String limitNotice;
 
     private AgentLoop(Builder b) {
@@ -49,7 +49,7 @@ public final class AgentLoop {
         this.config = b.config == null ? AgentConfig.builder().build() : b.config;
         this.toolExecutor = b.toolExecutor;
         this.generationLimiter = b.maxConcurrentGenerations > 0 ? new AsyncLimiter(b.maxConcurrentGenerations) : null;
-        this.baseParams = config.sampling().plusStopStrings(format.stopStrings());
+        this.baseLimits = config.limits().plusStopStrings(format.stopStrings());
         this.limitNotice = config.limitNotice() != null ? config.limitNotice() : format.limitNotice();
     }
 
@@ -73,9 +73,9 @@ public final class AgentLoop {
         return generator;
     }
 
-    /** The sampling parameters of every request (the config's, plus the format's stop strings). */
-    public SamplingParams samplingParams() {
-        return baseParams;
+    /** The limits of every request (the config's, plus the format's stop strings); the distribution is the config's. */
+    public GenerationLimits limits() {
+        return baseLimits;
     }
 
     /** A new path from {@code prompt}; paths of one prompt should share {@code promptContext} (prefix-cache affinity). */
@@ -126,12 +126,12 @@ public final class AgentLoop {
      */
     public CompletableFuture<Generation> probe(TokenContext context, int maxNewTokens, long seed, CostMeter meter) {
         if (context == null || meter == null) throw new IllegalArgumentException("context and meter are required");
-        SamplingParams params = baseParams.withMaxNewTokens(Math.max(1, Math.min(maxNewTokens, baseParams.maxNewTokens())));
-        GenerationRequest request = new GenerationRequest(context, params, seed);
+        GenerationLimits limits = baseLimits.withMaxNewTokens(Math.max(1, Math.min(maxNewTokens, baseLimits.maxNewTokens())));
+        GenerationRequest request = new GenerationRequest(context, config.sampling(), limits, seed);
         long t0 = System.nanoTime();
         CompletableFuture<Generation> gen = generationLimiter == null ? callGenerator(request) : generationLimiter.run(() -> callGenerator(request));
         return gen.thenApply(g -> {
-            String invalid = validate(g, params.maxNewTokens());
+            String invalid = validate(g, limits.maxNewTokens());
             if (invalid != null) throw new GenerationException(invalid);
             meter.generation(g.length(), System.nanoTime() - t0);
             return g;
@@ -156,9 +156,9 @@ public final class AgentLoop {
         if (state.terminated()) throw new IllegalArgumentException("state has terminated: " + state);
         if (!state.owns()) throw new IllegalStateException("this state was already continued; fork() it to branch from it");
         int remaining = config.maxResponseTokens() - state.responseTokens;
-        int maxNew = Math.min(baseParams.maxNewTokens(), remaining);
-        SamplingParams params = maxNew == baseParams.maxNewTokens() ? baseParams : baseParams.withMaxNewTokens(maxNew);
-        GenerationRequest request = new GenerationRequest(state.context, params, Seeds.derive(state.pathSeed, state.turns));
+        int maxNew = Math.min(baseLimits.maxNewTokens(), remaining);
+        GenerationLimits limits = maxNew == baseLimits.maxNewTokens() ? baseLimits : baseLimits.withMaxNewTokens(maxNew);
+        GenerationRequest request = new GenerationRequest(state.context, config.sampling(), limits, Seeds.derive(state.pathSeed, state.turns));
         long t0 = System.nanoTime();
         CompletableFuture<Generation> gen = generationLimiter == null ? callGenerator(request) : generationLimiter.run(() -> callGenerator(request));
         return gen.handle((g, err) -> {

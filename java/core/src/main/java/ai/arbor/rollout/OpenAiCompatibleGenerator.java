@@ -1,5 +1,6 @@
 package ai.arbor.rollout;
 
+import ai.arbor.kernels.SamplingParams;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -222,7 +223,8 @@ public final class OpenAiCompatibleGenerator implements Generator {
     }
 
     private ObjectNode requestBody(GenerationRequest r) {
-        SamplingParams p = r.params();
+        SamplingParams d = r.sampling();
+        GenerationLimits p = r.limits();
         ObjectNode b = JSON.createObjectNode();
         ArrayNode ids = JSON.createArrayNode();
         for (int t : r.context().toArray()) ids.add(t);
@@ -235,9 +237,11 @@ public final class OpenAiCompatibleGenerator implements Generator {
             if (model != null) b.put("model", model);
             b.set("prompt", ids);
             b.put("max_tokens", p.maxNewTokens());
-            b.put("temperature", p.temperature());
-            b.put("top_p", p.topP());
-            b.put("top_k", p.topK() == 0 ? -1 : p.topK());
+            // floats on the wire as written (0.7, not 0.699999988): the server parses the value the caller set
+            b.put("temperature", d.temperature());
+            b.put("top_p", d.topP());
+            b.put("top_k", d.topK() == 0 ? -1 : d.topK());
+            if (d.minP() > 0) b.put("min_p", d.minP());
             b.put("seed", seed);
             b.put("n", 1);
             b.put("stream", false);
@@ -253,9 +257,10 @@ public final class OpenAiCompatibleGenerator implements Generator {
             b.set("input_ids", ids);
             ObjectNode sp = b.putObject("sampling_params");
             sp.put("max_new_tokens", p.maxNewTokens());
-            sp.put("temperature", p.temperature());
-            sp.put("top_p", p.topP());
-            sp.put("top_k", p.topK() == 0 ? -1 : p.topK());
+            sp.put("temperature", d.temperature());
+            sp.put("top_p", d.topP());
+            sp.put("top_k", d.topK() == 0 ? -1 : d.topK());
+            if (d.minP() > 0) sp.put("min_p", d.minP());
             if (!p.stopStrings().isEmpty()) sp.set("stop", stops);
             if (!p.stopTokenIds().isEmpty()) sp.set("stop_token_ids", stopIds);
             sp.put("skip_special_tokens", false);
@@ -293,7 +298,7 @@ public final class OpenAiCompatibleGenerator implements Generator {
             logprobs[i] = logprob(tlp.get(i), i);
         }
         float[] entropies = null;
-        if (request.params().topLogprobs() > 0 && top.isArray() && top.size() == n) {
+        if (request.limits().topLogprobs() > 0 && top.isArray() && top.size() == n) {
             entropies = new float[n];
             for (int i = 0; i < n; i++) {
                 JsonNode d = top.get(i);
@@ -331,7 +336,7 @@ public final class OpenAiCompatibleGenerator implements Generator {
                 if (outIds.get(i).asInt() != ids[i]) throw new GenerationException("output_ids[" + i + "] disagrees with output_token_logprobs");
         float[] entropies = null;
         JsonNode top = meta.path("output_top_logprobs");
-        if (request.params().topLogprobs() > 0 && top.isArray() && top.size() == n) {
+        if (request.limits().topLogprobs() > 0 && top.isArray() && top.size() == n) {
             entropies = new float[n];
             for (int i = 0; i < n; i++) {
                 JsonNode pos = top.get(i);
@@ -351,8 +356,8 @@ public final class OpenAiCompatibleGenerator implements Generator {
     }
 
     private Generation finish(int[] ids, float[] logprobs, float[] entropies, String finish, JsonNode stop, GenerationRequest request) {
-        if (ids.length > request.params().maxNewTokens())
-            throw new GenerationException(ids.length + " tokens returned, more than max tokens = " + request.params().maxNewTokens());
+        if (ids.length > request.limits().maxNewTokens())
+            throw new GenerationException(ids.length + " tokens returned, more than max tokens = " + request.limits().maxNewTokens());
         if (finish == null) throw new GenerationException("finish_reason is missing");
         switch (finish) {
             case "length":

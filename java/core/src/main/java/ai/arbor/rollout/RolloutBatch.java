@@ -5,7 +5,7 @@ import java.util.List;
 
 /**
  * The result of rolling out a batch of prompts: one group per prompt (in prompt order) and the step's
- * metrics. {@link BatchAssembler} turns it into training arrays.
+ * metrics. {@code ai.arbor.rl.TokenBatch.of(trajectories())} turns it into the trainer's rows.
  */
 public record RolloutBatch<G extends GroupRollout>(List<G> groups, RolloutMetrics metrics) {
     public RolloutBatch {

@@ -21,7 +21,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * try (RolloutEngine engine = RolloutEngine.builder().generator(gen).tokenizer(tok)
  *         .format(MarkdownToolCallFormat.cort()).tools(tools).config(cfg).toolThreads(8).build()) {
  *     RolloutBatch<TreeGroup> batch = engine.run(prompts, new ChainRollout(8), seed);
- *     TrainingBatch arrays = BatchAssembler.padded(tok.padId()).assemble(batch.trajectories());
+ *     TokenBatch rows = TokenBatch.of(batch.trajectories());   // ai.arbor.rl: one row per generated token
  * }
  * }</pre>
  */

@@ -12,7 +12,7 @@ public enum Termination {
     MAX_TOOL_CALLS,
     /** The response budget ({@code maxResponseTokens}, generated + observation tokens) is used up. */
     MAX_TOKENS,
-    /** One turn reached the per-turn token cap ({@code SamplingParams.maxNewTokens}). */
+    /** One turn reached the per-turn token cap ({@code GenerationLimits.maxNewTokens}). */
     TURN_LENGTH,
     /** Generation failed (infrastructure): the trainer should mask this trajectory. */
     GENERATION_FAILED;

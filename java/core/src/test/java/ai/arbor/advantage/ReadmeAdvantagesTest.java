@@ -3,6 +3,8 @@ package ai.arbor.advantage;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import ai.arbor.kernels.TokenAdvantages;
+import ai.arbor.kernels.TokenShaping;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 

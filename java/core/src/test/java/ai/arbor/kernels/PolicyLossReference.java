@@ -3,16 +3,16 @@ package ai.arbor.kernels;
 /**
  * Independent double-precision reference of the policy losses for the tests: docs/algorithms.md §1–§2
  * written as straightforward loops (two-pass softmax, explicit sums, the verl definitions), with no
- * code shared with the kernels.
+ * code shared with the kernels. The benchmarks' plain-Java baseline too (through the test jar).
  */
-final class PolicyLossReference {
+public final class PolicyLossReference {
     private PolicyLossReference() {}
 
     /** Everything the reference computes for one batch. */
-    static final class Out {
-        double loss, pg, kl, ent, entropyMean, clipHigh, clipLow, dual, approxKl, tokens, normalizer;
-        double[] logprob, entropy, weights, ratio, kappa, gLogprob, gEntropy, gradLogits;
-        boolean[] clippedTop, clamped;
+    public static final class Out {
+        public double loss, pg, kl, ent, entropyMean, clipHigh, clipLow, dual, approxKl, tokens, normalizer;
+        public double[] logprob, entropy, weights, ratio, kappa, gLogprob, gEntropy, gradLogits;
+        public boolean[] clippedTop, clamped;
     }
 
     /**
@@ -20,7 +20,7 @@ final class PolicyLossReference {
      * @param sel       AEPO selection values (null = the row entropies)
      * @param threshold AEPO entropy threshold (−∞ = all tokens)
      */
-    static Out compute(PolicyLossConfig c, double[] logits, int rows, int vocab, int vocabLimit, int[] labels,
+    public static Out compute(PolicyLossConfig c, double[] logits, int rows, int vocab, int vocabLimit, int[] labels,
                        double[] old, double[] adv, double[] mask, double[] ref, int[] seqIds, double[] sel,
                        double threshold) {
         Out o = new Out();

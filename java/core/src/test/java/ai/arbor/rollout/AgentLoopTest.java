@@ -47,7 +47,7 @@ class AgentLoopTest {
     }
 
     static AgentConfig.Builder cfg() {
-        return AgentConfig.builder().sampling(SamplingParams.defaults().withMaxNewTokens(200));
+        return AgentConfig.builder().maxNewTokens(200);
     }
 
     @Test
@@ -95,7 +95,7 @@ class AgentLoopTest {
         // The third request continued from the full context: prompt + everything before it.
         GenerationRequest third = gen.requests().get(2);
         assertEquals("Q: 6*7?\n" + t0 + o0 + t1 + o1, TOK.decode(third.context().toArray()));
-        assertTrue(third.params().stopStrings().containsAll(List.of("</python>", "</search>")));
+        assertTrue(third.limits().stopStrings().containsAll(List.of("</python>", "</search>")));
         assertEquals(Seeds.derive(7, 2), third.seed());
         // Each request's context extends the previous one (explicit prefix identity for KV reuse).
         assertTrue(third.context().startsWith(gen.requests().get(1).context()));
@@ -155,7 +155,7 @@ class AgentLoopTest {
 
         // The per-turn cap alone: TURN_LENGTH.
         Trajectory v = loop(new ScriptedGenerator(TOK, calls("a")), ToolProvider.shared(TestTools.echo("python")),
-                cfg().sampling(SamplingParams.defaults().withMaxNewTokens(5)).build()).run(prompt("Q\n"), 1).join();
+                cfg().maxNewTokens(5).build()).run(prompt("Q\n"), 1).join();
         assertEquals(Termination.TURN_LENGTH, v.termination());
         assertEquals(5, v.length());
     }

@@ -1,5 +1,6 @@
 package ai.arbor.rollout;
 
+import ai.arbor.kernels.SamplingParams;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -138,9 +139,9 @@ final class CompletionsServer implements AutoCloseable {
         for (int i = 0; i < ids.length; i++) ids[i] = body.get("prompt").get(i).asInt();
         List<String> stops = new ArrayList<>();
         if (body.has("stop")) body.get("stop").forEach(s -> stops.add(s.asText()));
-        SamplingParams p = SamplingParams.defaults().withMaxNewTokens(body.get("max_tokens").asInt()).withStopStrings(stops)
-                .withTemperature(body.get("temperature").asDouble());
-        return new GenerationRequest(TokenContext.of(ids), p, body.get("seed").asLong());
+        GenerationLimits l = GenerationLimits.defaults().withMaxNewTokens(body.get("max_tokens").asInt()).withStopStrings(stops);
+        return new GenerationRequest(TokenContext.of(ids), SamplingParams.temperature(body.get("temperature").floatValue()), l,
+                body.get("seed").asLong());
     }
 
     @Override

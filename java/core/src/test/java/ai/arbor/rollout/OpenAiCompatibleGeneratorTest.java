@@ -2,6 +2,7 @@ package ai.arbor.rollout;
 
 import static org.junit.jupiter.api.Assertions.*;
 
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.tools.Observation;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.InputStream;
@@ -28,9 +29,9 @@ class OpenAiCompatibleGeneratorTest {
             "</python>", -1);
 
     static GenerationRequest request(int[] prompt, int maxNew, int topLogprobs) {
-        SamplingParams p = SamplingParams.defaults().withTemperature(0.7).withTopP(0.9).withTopK(5).withMaxNewTokens(maxNew)
-                .withStopStrings(List.of("</python>")).withStopTokenIds(List.of(2)).withTopLogprobs(topLogprobs);
-        return new GenerationRequest(TokenContext.of(prompt), p, 12345);
+        GenerationLimits l = GenerationLimits.defaults().withMaxNewTokens(maxNew).withStopStrings(List.of("</python>"))
+                .withStopTokenIds(List.of(2)).withTopLogprobs(topLogprobs);
+        return new GenerationRequest(TokenContext.of(prompt), SamplingParams.temperature(0.7f).withTopP(0.9f).withTopK(5), l, 12345);
     }
 
     static OpenAiCompatibleGenerator.Builder client(String... urls) {
@@ -66,6 +67,7 @@ class OpenAiCompatibleGeneratorTest {
             assertTrue(r.get("include_stop_str_in_output").asBoolean());
             assertFalse(r.get("skip_special_tokens").asBoolean());
             assertEquals(1, r.get("n").asInt());
+            assertFalse(r.has("min_p"), "min-p off: not sent");
 
             assertArrayEquals(new int[] {10, 11, 12}, g.tokens());
             assertArrayEquals(new float[] {-0.5f, -1f, -0.25f}, g.logprobs());
@@ -82,6 +84,11 @@ class OpenAiCompatibleGeneratorTest {
             Generation g2 = gen.generate(request(new int[] {1}, 10, 0)).join();
             assertNull(g2.entropies());
             assertEquals(1, s.requests.get(1).get("logprobs").asInt());
+
+            // min-p on: sent as vLLM's min_p, the value as written
+            GenerationRequest minP = request(new int[] {1}, 10, 0);
+            gen.generate(new GenerationRequest(minP.context(), minP.sampling().withMinP(0.05f), minP.limits(), 1)).join();
+            assertEquals(0.05, s.requests.get(2).get("min_p").asDouble());
         }
     }
 
@@ -278,7 +285,7 @@ class OpenAiCompatibleGeneratorTest {
             TokenContext root = TokenContext.of(new int[] {1, 2, 3});
             for (int i = 0; i < 10; i++) {
                 TokenContext branch = root.extend(new int[] {i});
-                gen.generate(new GenerationRequest(branch, request(new int[] {1}, 10, 0).params(), i)).join();
+                gen.generate(new GenerationRequest(branch, SamplingParams.temperature(0.7f), request(new int[] {1}, 10, 0).limits(), i)).join();
             }
             assertTrue(a.requests.size() == 10 || b.requests.size() == 10, "one prompt's paths stay on one server: " + a.requests.size());
             for (int i = 0; i < 40; i++) gen.generate(request(new int[] {i}, 10, 0)).join();
@@ -287,7 +294,7 @@ class OpenAiCompatibleGeneratorTest {
 
             OpenAiCompatibleGenerator rr = client(a.baseUrl(), b.baseUrl()).prefixAffinity(false).build();
             int a0 = a.requests.size(), b0 = b.requests.size();
-            for (int i = 0; i < 10; i++) rr.generate(new GenerationRequest(root, request(new int[] {1}, 10, 0).params(), i)).join();
+            for (int i = 0; i < 10; i++) rr.generate(new GenerationRequest(root, SamplingParams.temperature(0.7f), request(new int[] {1}, 10, 0).limits(), i)).join();
             assertEquals(5, a.requests.size() - a0);
             assertEquals(5, b.requests.size() - b0);
         }
@@ -332,7 +339,7 @@ class OpenAiCompatibleGeneratorTest {
                 new CompletionsServer.Reply(200, CompletionsServer.vllmBody(script.generateNow(CompletionsServer.request(req)), 1)));
              RolloutEngine engine = RolloutEngine.builder().generator(client(s.baseUrl()).vocabSize(tok.vocabSize()).build()).tokenizer(tok)
                      .format(TagToolCallFormat.arpo()).tools(ToolProvider.shared(TestTools.echo("python")))
-                     .config(AgentConfig.builder().sampling(SamplingParams.defaults().withMaxNewTokens(100)).build()).toolThreads(2).build()) {
+                     .config(AgentConfig.builder().maxNewTokens(100).build()).toolThreads(2).build()) {
             List<Prompt> prompts = List.of(new Prompt("a", tok.encode("Q1\n"), null, Map.of()), new Prompt("b", tok.encode("Q2\n"), null, Map.of()));
             RolloutBatch<?> batch = engine.run(prompts, (p, ctx) -> ctx.loop().run(p, ctx.promptContext(), ctx.seed(), ctx.meter()).thenApply(t -> new GroupRollout() {
                 public Prompt prompt() {

@@ -72,7 +72,7 @@ class RealToolsAgentLoopTest {
             return new ScriptedGenerator.Turn(turns[Math.min(k, 3)], k >= 3, 0.5);
         });
         AgentLoop loop = AgentLoop.builder().generator(gen).tokenizer(TOK).format(MarkdownToolCallFormat.cort()).tools(python())
-                .config(AgentConfig.builder().sampling(SamplingParams.defaults().withMaxNewTokens(200)).maxToolCalls(3).maxTurns(6)
+                .config(AgentConfig.builder().maxNewTokens(200).maxToolCalls(3).maxTurns(6)
                         .maxResponseTokens(2000).build()).toolExecutor(pool).build();
         Trajectory t = loop.run(prompt(), 1).join();
 
@@ -100,7 +100,7 @@ class RealToolsAgentLoopTest {
             return new ScriptedGenerator.Turn("step <python>" + code + "</python>", false, 1);
         });
         AgentLoop loop = AgentLoop.builder().generator(gen).tokenizer(TOK).format(TagToolCallFormat.arpo()).tools(python())
-                .config(AgentConfig.builder().sampling(SamplingParams.defaults().withMaxNewTokens(200)).build()).toolExecutor(pool).build();
+                .config(AgentConfig.builder().maxNewTokens(200).build()).toolExecutor(pool).build();
         CostMeter meter = new CostMeter();
         AgentState s1 = loop.step(loop.start(prompt(), null, 1, meter)).join();
         assertEquals("5\n", s1.lastStep().toolCall().output());
@@ -135,7 +135,7 @@ class RealToolsAgentLoopTest {
         };
         ToolProvider calcOnly = ToolProvider.shared(new CalculatorTool());
         AgentLoop loop = AgentLoop.builder().generator(gen).tokenizer(TOK).format(JsonToolCallFormat.hermes()).tools(calcOnly)
-                .config(AgentConfig.builder().sampling(SamplingParams.defaults().withMaxNewTokens(200)).build()).toolExecutor(pool).build();
+                .config(AgentConfig.builder().maxNewTokens(200).build()).toolExecutor(pool).build();
         Trajectory t = loop.run(prompt(), 1).join();
         assertEquals(List.of(ToolCallStatus.OK, ToolCallStatus.TOOL_ERROR, ToolCallStatus.UNKNOWN_TOOL),
                 t.toolCalls().stream().map(ToolCallRecord::status).toList());
@@ -147,7 +147,7 @@ class RealToolsAgentLoopTest {
         assertEquals(Termination.ANSWER, t.termination());
 
         AgentLoop broken = AgentLoop.builder().generator(gen).tokenizer(TOK).format(JsonToolCallFormat.hermes()).tools(tools)
-                .config(AgentConfig.builder().sampling(SamplingParams.defaults().withMaxNewTokens(200)).build()).toolExecutor(pool).build();
+                .config(AgentConfig.builder().maxNewTokens(200).build()).toolExecutor(pool).build();
         Trajectory u = broken.run(prompt(), 1).join();
         assertEquals(ToolCallStatus.INFRASTRUCTURE_ERROR, u.toolCalls().get(0).status());
         assertTrue(u.toolCalls().get(0).output().contains("could not be opened"), u.toolCalls().get(0).output());

@@ -70,7 +70,7 @@ class RolloutEngineTest {
                 return Observation.ok("r" + a, null);
             }));
             try (RolloutEngine engine = RolloutEngine.builder().generator(gen).tokenizer(TOK).format(TagToolCallFormat.arpo()).tools(tools)
-                    .config(AgentConfig.builder().sampling(SamplingParams.defaults().withMaxNewTokens(64)).maxTurns(6).build()).toolThreads(8)
+                    .config(AgentConfig.builder().maxNewTokens(64).maxTurns(6).build()).toolThreads(8)
                     .maxConcurrentGenerations(16).build()) {
                 RolloutBatch<GroupRollout> batch = engine.run(prompts(12), group(8), 2024);
                 List<String> sig = batch.trajectories().stream().map(t -> t.prompt().id() + Arrays.toString(t.tokens())).toList();

@@ -62,7 +62,7 @@ public final class ScriptedGenerator implements Generator {
         Turn t = script.next(context, rnd);
         int[] body = tok.encode(t.text());
         int eos = tok.eosId();
-        SamplingParams p = r.params();
+        GenerationLimits p = r.limits();
         // The token stream: the text, then EOS — or, without EOS, filler 'x' forever (cut by the length cap).
         int filler = tok.encode("x")[0];
         int max = p.maxNewTokens();

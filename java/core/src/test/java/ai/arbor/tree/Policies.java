@@ -4,7 +4,6 @@ import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.CharTokenizer;
 import ai.arbor.rollout.Prompt;
 import ai.arbor.rollout.RolloutEngine;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.ScriptedGenerator;
 import ai.arbor.rollout.TagToolCallFormat;
 import ai.arbor.rollout.ToolProvider;
@@ -80,7 +79,7 @@ final class Policies {
 
     static RolloutEngine engine(ScriptedGenerator gen, int maxTurns) {
         return RolloutEngine.builder().generator(gen).tokenizer(TOK).format(TagToolCallFormat.arpo()).tools(ToolProvider.shared(echo()))
-                .config(AgentConfig.builder().sampling(SamplingParams.defaults().withMaxNewTokens(200)).maxTurns(maxTurns).maxToolCalls(maxTurns)
+                .config(AgentConfig.builder().maxNewTokens(200).maxTurns(maxTurns).maxToolCalls(maxTurns)
                         .build()).toolThreads(2).build();
     }
 

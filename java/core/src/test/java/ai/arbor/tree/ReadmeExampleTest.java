@@ -2,6 +2,7 @@ package ai.arbor.tree;
 
 import static org.junit.jupiter.api.Assertions.*;
 
+import ai.arbor.rl.TokenBatch;
 import ai.arbor.rollout.*;
 import ai.arbor.tools.Observation;
 import ai.arbor.tools.Tool;
@@ -45,12 +46,19 @@ class ReadmeExampleTest {
             Trajectory t = batch.trajectories().get(0);
             System.out.println(t.responseText(tok));    // Let me add. <python>2+2</python> <result>\n4\n</result>So \boxed{4}
             System.out.println(batch.metrics());         // trajectories, cost, tool calls, latencies, ...
-            TrainingBatch arrays = BatchAssembler.padded(tok.padId()).assemble(batch.trajectories());
-            // arrays.tokens(), lossMask(), behaviourLogprobs(), groupIds(), treeIds(), postToolMask(), ...
+            TokenBatch rows = TokenBatch.of(batch.trajectories());   // one row per generated token, the policy loss's layout
+            // rows.seqId(), position(), label(), behaviour(), entropy(), postTool(); StepPipeline adds a recipe's advantages
         // --- README example end ---
             assertEquals("Let me add. <python>2+2</python> <result>\n4\n</result>So \\boxed{4}", t.responseText(tok));
             assertEquals(6, batch.trajectories().size());
-            assertEquals(6, arrays.sequences());
+            assertEquals(6, rows.sequenceCount());
+            // trajectory 0's rows: its two generated turns, not the prompt nor the tool's observation between them
+            String turn1 = "Let me add. <python>2+2</python>", turn2 = "So \\boxed{4}";
+            int p0 = t.prompt().tokens().length, obs = t.length() - turn1.length() - turn2.length();
+            assertEquals(turn1.length() + turn2.length(), rows.rowStarts()[1]);
+            assertEquals(p0, rows.position()[0]);
+            assertEquals(p0 + turn1.length() + obs, rows.position()[turn1.length()], "the first row after the observation");
+            assertEquals(tok.encode("S")[0], rows.label()[turn1.length()]);
             assertEquals(Termination.ANSWER, t.termination());
         }
     }

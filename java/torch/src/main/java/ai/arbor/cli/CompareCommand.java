@@ -1,7 +1,7 @@
 package ai.arbor.cli;
 
-import ai.arbor.train.Evaluator;
-import ai.arbor.train.Recipe;
+import ai.arbor.rl.Recipe;
+import ai.arbor.task.Evaluator;
 import ai.arbor.train.TrainingRun;
 import ai.arbor.train.report.LinePlot;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -55,8 +55,8 @@ public final class CompareCommand implements Callable<Integer> {
         List<Recipe> rs = new ArrayList<>();
         for (String r : recipes) {
             Recipe recipe = Recipe.byName(r);
-            if (!recipe.samples() || recipe == Recipe.RFT)
-                throw new IllegalArgumentException("compare runs policy-gradient recipes; got " + recipe.cliName());
+            if (recipe.kind() != Recipe.Kind.POLICY_GRADIENT)
+                throw new IllegalArgumentException("compare runs policy-gradient recipes; got " + recipe.name());
             rs.add(recipe);
         }
         Path dir = out != null ? out : Path.of("results", "compare-" + run.task);
@@ -65,48 +65,36 @@ public final class CompareCommand implements Callable<Integer> {
         java.util.List<String> args = new java.util.ArrayList<>(spec.commandLine().getParseResult().originalArgs());
         if (!args.isEmpty() && args.get(0).equals(spec.name())) args.remove(0);
         String command = "arbor compare " + String.join(" ", args);
-        long base = run.seed;
         String startFrom = run.init == null ? null : run.init.toString();
-        run.init = null;
         List<Map<String, Object>> runs = new ArrayList<>();
         long t0 = System.nanoTime();
         for (int k = 0; k < seeds; k++) {
-            run.seed = base + k;
-            Path seedDir = dir.resolve("seed" + run.seed);
+            long seed = run.seed + k;
+            Path seedDir = dir.resolve("seed" + seed);
             Path sft = seedDir.resolve("sft");
             TrainingRun.Options so;
             if (startFrom == null) {
-                so = run.options(Recipe.SFT, sft);
-                System.out.printf(Locale.ROOT, "== seed %d: SFT cold start (%d steps)%n", run.seed, so.sftSteps());
+                so = run.options(Recipe.SFT, seed, null, sft);
+                System.out.printf(Locale.ROOT, "== seed %d: SFT cold start (%d steps)%n", seed, so.sft().steps());
             } else {
                 // a given start (e.g. the SFT checkpoints of earlier `arbor train` runs): evaluate it, no training
-                Path start = Path.of(startFrom.replace("{seed}", Long.toString(run.seed)));
+                Path start = Path.of(startFrom.replace("{seed}", Long.toString(seed)));
                 if (!Files.isRegularFile(start)) throw new IllegalArgumentException("--init: no checkpoint at " + start);
-                so = run.options(Recipe.GRPO, sft).with(b -> {
-                    b.init = start;
-                    b.rlSteps = 0;
-                    b.evalBefore = true;
-                    return b;
-                });
-                System.out.printf(Locale.ROOT, "== seed %d: start from %s%n", run.seed, start);
+                so = run.options(Recipe.GRPO, seed, start, sft);
+                so = so.withRl(so.rl().withSteps(0)).withEval(so.eval().withBefore(true));
+                System.out.printf(Locale.ROOT, "== seed %d: start from %s%n", seed, start);
             }
             TrainingRun.Result sr = TrainingRun.run(so, new ProgressBar(System.out));
-            runs.add(row("sft", run.seed, sr, null));
+            runs.add(row("sft", seed, sr, null));
             for (Recipe recipe : rs) {
-                TrainCommand.RunOptions ro = run;
-                TrainingRun.Options o = ro.options(recipe, seedDir.resolve(recipe.cliName())).with(b -> {
-                    b.init = sft.resolve("policy.safetensors");
-                    b.evalBefore = false;
-                    return b;
-                });
-                System.out.printf(Locale.ROOT, "== seed %d: %s, %d steps × %d prompts, budget %s per prompt%n", run.seed, recipe.cliName(),
-                        o.rlSteps(), o.promptsPerStep(), o.budget());
+                TrainingRun.Options o = run.options(recipe, seed, sft.resolve("policy.safetensors"), seedDir.resolve(recipe.name()));
+                o = o.withEval(o.eval().withBefore(false));
+                System.out.printf(Locale.ROOT, "== seed %d: %s, %d steps × %d prompts, budget %s per prompt%n", seed, recipe.name(),
+                        o.rl().steps(), o.rl().promptsPerStep(), o.rl().budget());
                 TrainingRun.Result r = TrainingRun.run(o, new ProgressBar(System.out));
-                runs.add(row(recipe.cliName(), run.seed, r, r.metrics()));
+                runs.add(row(recipe.name(), seed, r, r.metrics()));
             }
         }
-        run.seed = base;
-        run.init = startFrom == null ? null : Path.of(startFrom);
         double minutes = (System.nanoTime() - t0) / 60e9;
         String table = table(command, runs, rs, minutes);
         Files.writeString(dir.resolve("compare.md"), table, StandardCharsets.UTF_8);
@@ -173,7 +161,7 @@ public final class CompareCommand implements Callable<Integer> {
         sb.append("|---|---|---|---|---|---|---|---|---|\n");
         List<String> names = new ArrayList<>();
         names.add("sft");
-        for (Recipe r : recipes) names.add(r.cliName());
+        for (Recipe r : recipes) names.add(r.name());
         for (String name : names) {
             List<Map<String, Object>> rs = runs.stream().filter(r -> name.equals(r.get("recipe"))).toList();
             if (rs.isEmpty()) continue;
@@ -203,7 +191,7 @@ public final class CompareCommand implements Callable<Integer> {
             for (Recipe r : recipes) {
                 List<double[]> curves = new ArrayList<>();
                 for (Map<String, Object> run : runs)
-                    if (r.cliName().equals(run.get("recipe")) && run.get("curve_" + key) instanceof double[] c) curves.add(c);
+                    if (r.name().equals(run.get("recipe")) && run.get("curve_" + key) instanceof double[] c) curves.add(c);
                 if (curves.isEmpty()) continue;
                 int n = curves.stream().mapToInt(c -> c.length).min().orElse(0);
                 double[] x = new double[n], y = new double[n];
@@ -211,7 +199,7 @@ public final class CompareCommand implements Callable<Integer> {
                     x[i] = i + 1;
                     for (double[] c : curves) y[i] += c[i] / curves.size();
                 }
-                plot.add("train " + key.replace('_', ' '), new LinePlot.Series(r.cliName(), x, y));
+                plot.add("train " + key.replace('_', ' '), new LinePlot.Series(r.name(), x, y));
             }
         }
         plot.write(png);

@@ -1,12 +1,13 @@
 package ai.arbor.cli;
 
+import ai.arbor.generate.LocalGenerator;
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.task.Evaluator;
+import ai.arbor.task.Problem;
+import ai.arbor.task.TrainingTask;
 import ai.arbor.torch.model.CpuThreads;
 import ai.arbor.torch.model.ReferencePolicy;
-import ai.arbor.train.Evaluator;
-import ai.arbor.train.LocalGenerator;
-import ai.arbor.train.task.Problem;
-import ai.arbor.train.task.TrainingTask;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -71,8 +72,8 @@ public final class EvalCommand implements Callable<Integer> {
              ReferencePolicy policy = ReferencePolicy.load(checkpoint, "auto", ScalarType.Float);
              LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults())) {
             List<Problem> set = t.heldOut().subList(0, Math.min(problems, t.heldOut().size()));
-            if (samples > 0) results.add(Evaluator.evaluate(t, tok, gen, set, temperature, samples, seed, 2 * threads + 2));
-            if (!noGreedy) results.add(Evaluator.evaluate(t, tok, gen, set, 0, 1, 0, 2 * threads + 2));
+            if (samples > 0) results.add(Evaluator.evaluate(t, tok, gen, set, SamplingParams.temperature((float) temperature), samples, seed, 2 * threads + 2));
+            if (!noGreedy) results.add(Evaluator.evaluate(t, tok, gen, set, SamplingParams.greedy(), 1, 0, 2 * threads + 2));
         }
         String table = table(checkpoint, task, results);
         System.out.print(table);

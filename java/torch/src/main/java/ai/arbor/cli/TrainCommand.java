@@ -1,8 +1,9 @@
 package ai.arbor.cli;
 
+import ai.arbor.kernels.SamplingParams;
+import ai.arbor.rl.Recipe;
 import ai.arbor.rollout.Budget;
 import ai.arbor.train.OptimConfig;
-import ai.arbor.train.Recipe;
 import ai.arbor.train.RlTrainer;
 import ai.arbor.train.TrainingRun;
 import java.nio.file.Files;
@@ -34,9 +35,10 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        TrainingRun.Options o = run.options(Recipe.byName(recipe), out);
-        System.out.printf(Locale.ROOT, "arbor train: task %s, recipe %s, seed %d, model %,d parameters (d=%d, %d layers), out %s%n", o.task(),
-                o.recipe().cliName(), o.seed(), o.model().parameterCount(), o.model().dModel(), o.model().layers(), o.out());
+        TrainingRun.Options o = run.options(Recipe.byName(recipe), run.seed, run.init, out);
+        TrainingRun.Setup s = o.setup();
+        System.out.printf(Locale.ROOT, "arbor train: task %s, recipe %s, seed %d, model %,d parameters (d=%d, %d layers), out %s%n", s.task(),
+                o.recipe().name(), s.seed(), s.model().parameterCount(), s.model().dModel(), s.model().layers(), s.out());
         TrainingRun.Result r = TrainingRun.run(o, new ProgressBar(System.out));
         System.out.println();
         System.out.print(Files.readString(r.table()));
@@ -45,9 +47,20 @@ public final class TrainCommand implements Callable<Integer> {
         return 0;
     }
 
-    /** The options shared by {@code train} and {@code compare}. */
+    /**
+     * The options shared by {@code train} and {@code compare}. An option left out keeps the library's default
+     * ({@link TrainingRun.Options#defaults()}); an option given replaces that one value — of the recipe, too
+     * ({@code --group-size}, {@code --mini-batches}, {@code --temperature}), never the recipe as a whole.
+     */
     static final class RunOptions {
         private static final TrainingRun.Options D = TrainingRun.Options.defaults();
+
+        /**
+         * Trajectories per prompt for every recipe unless {@code --group-size} says otherwise. The command line has
+         * always trained every recipe with 8 (its runs in results/ compare at that n), so it stays the override's
+         * default; {@code --group-size 0} trains each recipe with its own n.
+         */
+        static final int DEFAULT_GROUP_SIZE = 8;
 
         @Option(names = "--task", defaultValue = "arith", description = "arith or kb (default ${DEFAULT-VALUE}).")
         String task;
@@ -76,8 +89,9 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--prompts", description = "Prompts per RL step (default 16).")
         Integer prompts;
 
-        @Option(names = "--group-size", description = "Trajectories per prompt (chains n, ARPO/AEPO paths, Tree-GRPO 3 per tree; default 8; 0 = the paper's).")
-        Integer groupSize;
+        @Option(names = "--group-size", defaultValue = "" + DEFAULT_GROUP_SIZE,
+                description = "Trajectories per prompt (chains n, ARPO/AEPO paths, Tree-GRPO 3 per tree; default ${DEFAULT-VALUE}; 0 = the recipe's own).")
+        int groupSize;
 
         @Option(names = "--budget", description = "Per-prompt rollout budget in generated tokens (0 = none; strategies then add work until it is reached).")
         long budgetTokens;
@@ -130,38 +144,45 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--threads", description = "libtorch / OpenBLAS threads (default 1: fastest for the tiny model on a small machine).")
         Integer threads;
 
-        TrainingRun.Options options(Recipe recipe, Path out) {
-            TrainingRun.Builder b = new TrainingRun.Builder(D);
-            b.task = task;
-            b.seed = seed;
-            b.recipe = recipe;
-            b.init = init;
-            if (sftSteps != null) b.sftSteps = sftSteps;
-            if (sftDemos != null) b.sftDemos = sftDemos;
-            if (sftBatch != null) b.sftBatch = sftBatch;
-            if (sftLr != null) b.sftLr = sftLr;
-            if (steps != null) b.rlSteps = steps;
-            if (prompts != null) b.promptsPerStep = prompts;
-            if (groupSize != null) b.groupSize = groupSize;
-            if (budgetTokens > 0 || budgetTools > 0) b.budget = new Budget(budgetTokens, budgetTools);
-            if (temperature != null) b.temperature = temperature;
-            if (lr != null) b.rlLr = lr;
-            if (schedule != null) b.schedule = OptimConfig.Schedule.byName(schedule);
-            if (warmup != null) b.warmupSteps = warmup;
-            if (ppoEpochs != null) b.ppoEpochs = ppoEpochs;
-            if (miniBatches != null) b.miniBatches = miniBatches;
-            if (oldLogprobs != null) b.oldLogprobs = RlTrainer.OldLogprobs.valueOf(oldLogprobs.trim().toUpperCase(Locale.ROOT));
-            if (maxGradNorm != null) b.maxGradNorm = maxGradNorm;
-            if (trainSize != null) b.trainSize = trainSize;
-            if (evalProblems != null) b.evalProblems = evalProblems;
-            if (evalSamples != null) b.evalSamples = evalSamples;
-            b.evalGreedy = !noGreedy;
-            if (model != null) b.model = parseModel(model, D.model());
-            if (microBatchTokens != null) b.microBatchTokens = microBatchTokens;
-            if (threads != null) b.threads = threads;
-            if (recipe == Recipe.SFT) b.rlSteps = 0;
-            b.out = out != null ? out : Path.of("runs", task + "-" + recipe.cliName() + "-seed" + seed);
-            return b.build();
+        /** The run these options describe for {@code recipe}, {@code seed} and {@code init} (null: an SFT cold start). */
+        TrainingRun.Options options(Recipe recipe, long seed, Path init, Path out) {
+            if (groupSize < 0) throw new IllegalArgumentException("--group-size must be >= 0 (0 = the recipe's own), got " + groupSize);
+            Recipe r = recipe.withTrajectoriesPerPrompt(groupSize);
+            if (miniBatches != null) r = r.withMiniBatches(miniBatches);
+            if (temperature != null) {
+                if (!(temperature > 0) || temperature.isInfinite())
+                    throw new IllegalArgumentException("--temperature must be finite and > 0 (greedy evaluation is its own row), got " + temperature);
+                r = r.withSampling(SamplingParams.temperature(temperature.floatValue()));
+            }
+            TrainingRun.Setup ds = D.setup();
+            TrainingRun.Setup setup = new TrainingRun.Setup(task, seed, or(trainSize, ds.trainSize()), ds.heldOutSize(),
+                    model == null ? ds.model() : parseModel(model, ds.model()), init, or(microBatchTokens, ds.microBatchTokens()),
+                    or(threads, ds.threads()), out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed));
+            TrainingRun.Sft dsft = D.sft();
+            TrainingRun.Sft sft = TrainingRun.Sft.of(or(sftDemos, dsft.demos()), or(sftSteps, dsft.steps()), or(sftBatch, dsft.batch()),
+                    or(sftLr, dsft.optim().lr()), or(maxGradNorm, dsft.optim().maxGradNorm()));
+            TrainingRun.Rl drl = D.rl();
+            OptimConfig rlOptim = drl.optim().withLr(or(lr, drl.optim().lr())).withWarmup(or(warmup, drl.optim().warmupSteps()))
+                    .withSchedule(schedule == null ? drl.optim().schedule() : OptimConfig.Schedule.byName(schedule))
+                    .withMaxGradNorm(or(maxGradNorm, drl.optim().maxGradNorm()));
+            TrainingRun.Rl rl = new TrainingRun.Rl(recipe.samples() ? or(steps, drl.steps()) : 0, or(prompts, drl.promptsPerStep()),
+                    budgetTokens > 0 || budgetTools > 0 ? new Budget(budgetTokens, budgetTools) : drl.budget(), or(ppoEpochs, drl.ppoEpochs()),
+                    oldLogprobs == null ? drl.oldLogprobs() : oldLogprobs(oldLogprobs), rlOptim);
+            TrainingRun.Eval de = D.eval();
+            TrainingRun.Eval eval = new TrainingRun.Eval(or(evalProblems, de.problems()), or(evalSamples, de.samples()), !noGreedy, de.before());
+            return new TrainingRun.Options(r, setup, sft, rl, eval);
+        }
+
+        static RlTrainer.OldLogprobs oldLogprobs(String name) {
+            try {
+                return RlTrainer.OldLogprobs.valueOf(name.trim().toUpperCase(Locale.ROOT));
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("--old-logprobs must be auto, behaviour or recompute, got '" + name + "'");
+            }
+        }
+
+        private static <T> T or(T given, T otherwise) {
+            return given != null ? given : otherwise;
         }
 
         static ai.arbor.torch.model.PolicyConfig parseModel(String spec, ai.arbor.torch.model.PolicyConfig base) {

@@ -1,13 +1,14 @@
 package ai.arbor.torch;
 
 import ai.arbor.advantage.Advantages;
-import ai.arbor.advantage.ShapingStats;
-import ai.arbor.advantage.TokenAdvantages;
-import ai.arbor.advantage.TokenShaping;
+import ai.arbor.kernels.ShapingStats;
+import ai.arbor.kernels.TokenAdvantages;
+import ai.arbor.kernels.TokenShaping;
 import ai.arbor.kernels.Check;
 import ai.arbor.kernels.DType;
 import ai.arbor.kernels.Device;
 import ai.arbor.kernels.MemRef;
+import ai.arbor.rl.Sequence;
 import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.global.torch.ScalarType;
 

@@ -1,5 +1,7 @@
 package ai.arbor.train;
 
+import ai.arbor.kernels.SamplingParams;
+import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.AgentLoop;
 import ai.arbor.rollout.FinishReason;
 import ai.arbor.rollout.Generation;
@@ -7,14 +9,13 @@ import ai.arbor.rollout.GenerationException;
 import ai.arbor.rollout.GenerationRequest;
 import ai.arbor.rollout.Generator;
 import ai.arbor.rollout.Prompt;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.Termination;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.rollout.Trajectory;
-import ai.arbor.train.task.DemoScript;
-import ai.arbor.train.task.DemoStyle;
-import ai.arbor.train.task.Problem;
-import ai.arbor.train.task.TrainingTask;
+import ai.arbor.task.DemoScript;
+import ai.arbor.task.DemoStyle;
+import ai.arbor.task.Problem;
+import ai.arbor.task.TrainingTask;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.EnumMap;
@@ -76,7 +77,7 @@ public final class Demonstrations {
                 DemoScript script = task.demonstration(problems.get(i), styles.get(i));
                 AgentLoop loop = AgentLoop.builder().generator(new Scripted(script, tokenizer, prompt.tokens().length, task))
                         .tokenizer(tokenizer).format(task.format()).tools(task.tools())
-                        .config(task.agentConfig(SamplingParams.defaults())).toolExecutor(pool).build();
+                        .config(task.agentConfig(SamplingParams.temperature(1f))).toolExecutor(pool).build();
                 runs.add(loop.run(prompt, i));
             }
             List<Demonstration> out = new ArrayList<>();
@@ -90,23 +91,13 @@ public final class Demonstrations {
                     dropped++;
                     continue;
                 }
-                out.add(new Demonstration(problems.get(i), styles.get(i), sequenceOf(prompts.get(i), t), t.responseText(tokenizer)));
+                out.add(new Demonstration(problems.get(i), styles.get(i), Sequence.of(prompts.get(i), t), t.responseText(tokenizer)));
                 counts.merge(styles.get(i), 1, Integer::sum);
             }
             return new Rendered(List.copyOf(out), dropped, Map.copyOf(counts));
         } finally {
             pool.shutdownNow();
         }
-    }
-
-    /** Prompt + response as one sequence; trained positions are the response's generated tokens. */
-    public static Sequence sequenceOf(Prompt prompt, Trajectory t) {
-        int p = prompt.tokens().length, n = p + t.length();
-        int[] tokens = Arrays.copyOf(prompt.tokens(), n);
-        System.arraycopy(t.tokens(), 0, tokens, p, t.length());
-        boolean[] mask = new boolean[n];
-        System.arraycopy(t.lossMask(), 0, mask, p, t.length());
-        return Sequence.sft(tokens, mask);
     }
 
     static DemoStyle draw(Map<DemoStyle, Double> mix, Random rnd) {

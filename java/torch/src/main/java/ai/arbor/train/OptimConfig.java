@@ -53,6 +53,10 @@ public record OptimConfig(double lr, double weightDecay, double eps, double maxG
         return new OptimConfig(lr, 0.01, 1e-8, 1.0, 0, Schedule.CONSTANT, 0.1);
     }
 
+    public OptimConfig withLr(double peak) {
+        return new OptimConfig(peak, weightDecay, eps, maxGradNorm, warmupSteps, schedule, minLrRatio);
+    }
+
     public OptimConfig withWarmup(int steps) {
         return new OptimConfig(lr, weightDecay, eps, maxGradNorm, steps, schedule, minLrRatio);
     }

@@ -1,11 +1,13 @@
 package ai.arbor.train;
 
-import ai.arbor.kernels.LossAgg;
+import ai.arbor.kernels.KlType;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
 import ai.arbor.torch.TorchPolicyLoss;
 import ai.arbor.torch.TorchTensors;
 import ai.arbor.torch.TorchTokenStats;
+import ai.arbor.rl.Sequence;
+import ai.arbor.rl.TokenBatch;
 import ai.arbor.torch.model.ReferencePolicy;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -22,17 +24,18 @@ import org.bytedeco.pytorch.TensorVector;
 import org.bytedeco.pytorch.global.torch;
 
 /**
- * The optimisation side of training: one optimizer step of supervised fine-tuning or of a clipped
- * policy-gradient loss over a batch of {@link Sequence}s, micro-batched, through the fused kernels.
+ * The gradient step of training: one optimizer step of supervised fine-tuning or of a clipped
+ * policy-gradient loss over a {@link TokenBatch}, micro-batched, through the fused kernels
+ * (docs/algorithms.md §2, §12).
  *
- * <p>A step: the batch is split into micro-batches of at most {@code microBatchTokens} padded tokens
- * (longest first, so padding is small). Per micro-batch the policy computes logits only at the rows that
- * predict a trained token ({@link ReferencePolicy#forwardRows}: position p − 1 for a trained token at p),
- * a contiguous {@code [N, V]} matrix the kernels read in place; the kernel writes ∂loss/∂logits and
- * {@code logits.backward(grad)} accumulates the parameter gradients. The loss is normalized over the whole
- * batch (its token count, sequence count or length, per the aggregation), so the accumulated gradient is
- * that of one big batch. Then the global gradient norm is clipped, the learning rate set from the schedule,
- * and AdamW steps.
+ * <p>A step: the batch's sequences are split into micro-batches of at most {@code microBatchTokens} padded
+ * tokens (longest first, so padding is small); a micro-batch is {@link TokenBatch#select the batch's rows of
+ * its sequences}, whose columns the kernel reads as they are. Per micro-batch the policy computes logits only
+ * at the rows that predict a trained token ({@link ReferencePolicy#forwardRows}: position p − 1 for a trained
+ * token at p), a contiguous {@code [N, V]} matrix the kernels read in place; the kernel writes ∂loss/∂logits
+ * and {@code logits.backward(grad)} accumulates the parameter gradients. The loss is normalized over the
+ * whole batch ({@link TokenBatch#normalizer}), so the accumulated gradient is that of one big batch. Then the
+ * global gradient norm is clipped, the learning rate set from the schedule, and AdamW steps.
  *
  * <ul>
  *   <li>{@link #sftStep}: cross entropy −Σ log p(y)/N over the trained tokens, through the token-statistics
@@ -68,8 +71,8 @@ public final class Trainer implements AutoCloseable {
      */
     public record PolicyStats(PolicyLossResult loss, int sequences, double gradNorm, double lr, double seconds) {}
 
-    /** Per sequence, per position: log-prob and entropy of the token there (NaN where not trained). */
-    public record Scores(List<float[]> logprobs, List<float[]> entropies) {}
+    /** Per row of a token batch: the log-prob and entropy of its token. */
+    public record Scores(float[] logprobs, float[] entropies) {}
 
     /**
      * @param totalSteps       optimizer steps planned (for the learning-rate schedule)
@@ -115,30 +118,35 @@ public final class Trainer implements AutoCloseable {
 
     /** One optimizer step of cross entropy on the trained tokens of {@code batch}. */
     public SftStats sftStep(List<Sequence> batch) {
+        return sftStep(TokenBatch.supervised(batch));
+    }
+
+    /** One optimizer step of cross entropy on the rows of {@code batch}. */
+    public SftStats sftStep(TokenBatch batch) {
         long t0 = System.nanoTime();
         double loss = sftBackward(batch);
         double[] nl = optimizerStep();
-        return new SftStats(loss, trainedTokens(batch), batch.size(), nl[0], nl[1], (System.nanoTime() - t0) / 1e9);
+        return new SftStats(loss, batch.rows(), batch.sequenceCount(), nl[0], nl[1], (System.nanoTime() - t0) / 1e9);
     }
 
     /** Accumulates ∂(cross entropy)/∂parameters of {@code batch} (no step); returns the mean cross entropy. */
-    double sftBackward(List<Sequence> batch) {
-        long n = trainedTokens(batch);
+    double sftBackward(TokenBatch batch) {
+        long n = batch.rows();
         if (n == 0) throw new IllegalArgumentException("the batch has no trained token");
         double loss = 0;
-        for (int[] mb : microBatches(batch, microBatchTokens)) {
+        for (int[] seqs : microBatches(batch, microBatchTokens)) {
             try (PointerScope scope = new PointerScope()) {
-                Rows r = rows(batch, mb);
-                if (r.count == 0) continue;
-                Tensor logits = policy.forwardRows(r.tokens, r.rows);
+                TokenBatch mb = batch.select(seqs);
+                Inputs in = inputs(mb, policy);
+                Tensor logits = policy.forwardRows(in.tokens, in.rows);
                 Tensor data = logits.detach();
-                TorchTokenStats.Stats s = TorchTokenStats.forward(data, r.labels, 1f, null, vocabLimit);
+                TorchTokenStats.Stats s = TorchTokenStats.forward(data, in.labels, 1f, null, vocabLimit);
                 float[] lp = TorchTensors.hostFloats(s.logprob());
                 for (float v : lp) loss -= v;
                 // L = −Σ log p / N: ∂L/∂logprob = −1/N on every trained row
-                float[] g = new float[r.count];
+                float[] g = new float[mb.rows()];
                 Arrays.fill(g, (float) (-1.0 / n));
-                Tensor grad = TorchTokenStats.backward(data, r.labels, 1f, null, vocabLimit, s, device(Tensor.create(g, r.count)), null);
+                Tensor grad = TorchTokenStats.backward(data, in.labels, 1f, null, vocabLimit, s, device(Tensor.create(g, mb.rows())), null);
                 logits.backward(grad, new BoolOptional(), false, new TensorArrayRefOptional());
             }
         }
@@ -157,18 +165,11 @@ public final class Trainer implements AutoCloseable {
 
     /** The mean cross entropy of the trained tokens, without gradients. */
     public double sftLoss(List<Sequence> batch) {
-        Scores s = score(policy, batch, 1f, microBatchTokens, vocabLimit);
+        TokenBatch b = TokenBatch.supervised(batch);
+        if (b.rows() == 0) return 0;
         double sum = 0;
-        long n = 0;
-        for (int i = 0; i < batch.size(); i++) {
-            boolean[] m = batch.get(i).mask();
-            for (int p = 0; p < m.length; p++)
-                if (m[p]) {
-                    sum -= s.logprobs().get(i)[p];
-                    n++;
-                }
-        }
-        return n == 0 ? 0 : sum / n;
+        for (float v : score(policy, b, 1f, microBatchTokens, vocabLimit).logprobs()) sum -= v;
+        return sum / b.rows();
     }
 
     // ---------------------------------------------------------------------------------------------
@@ -176,111 +177,80 @@ public final class Trainer implements AutoCloseable {
     // ---------------------------------------------------------------------------------------------
 
     /**
-     * One optimizer step of the clipped policy-gradient loss {@code cfg} on {@code batch} (every sequence
-     * with old log-probs and advantages).
-     *
-     * @param refLogprobs per sequence, per position, the reference policy's log-probs (required when the
-     *                    loss has a KL term; null otherwise)
+     * One optimizer step of the clipped policy-gradient loss {@code cfg} on {@code batch} (old log-probs and
+     * advantages required; reference log-probs when the loss has a KL term).
      */
-    public PolicyStats policyStep(List<Sequence> batch, PolicyLossConfig cfg, List<float[]> refLogprobs) {
+    public PolicyStats policyStep(TokenBatch batch, PolicyLossConfig cfg) {
         long t0 = System.nanoTime();
-        PolicyLossResult r = policyLoss(batch, cfg, refLogprobs, true);
+        PolicyLossResult r = policyLoss(batch, cfg, true);
         double[] nl = optimizerStep();
-        return new PolicyStats(r, batch.size(), nl[0], nl[1], (System.nanoTime() - t0) / 1e9);
+        return new PolicyStats(r, batch.sequenceCount(), nl[0], nl[1], (System.nanoTime() - t0) / 1e9);
     }
 
     /** The loss and metrics of {@code cfg} on {@code batch} without changing the weights (no gradients). */
-    public PolicyLossResult policyLoss(List<Sequence> batch, PolicyLossConfig cfg, List<float[]> refLogprobs) {
-        return policyLoss(batch, cfg, refLogprobs, false);
+    public PolicyLossResult policyLoss(TokenBatch batch, PolicyLossConfig cfg) {
+        return policyLoss(batch, cfg, false);
     }
 
     /** Accumulates the gradient of the policy loss (no step); returns the loss and metrics. */
-    PolicyLossResult policyBackward(List<Sequence> batch, PolicyLossConfig cfg, List<float[]> refLogprobs) {
-        return policyLoss(batch, cfg, refLogprobs, true);
+    PolicyLossResult policyBackward(TokenBatch batch, PolicyLossConfig cfg) {
+        return policyLoss(batch, cfg, true);
     }
 
-    private PolicyLossResult policyLoss(List<Sequence> batch, PolicyLossConfig cfg, List<float[]> refLogprobs, boolean backward) {
-        if (cfg == null) throw new IllegalArgumentException("cfg must not be null");
-        boolean kl = cfg.klType() != ai.arbor.kernels.KlType.NONE;
-        if (kl && (refLogprobs == null || refLogprobs.size() != batch.size()))
-            throw new IllegalArgumentException("the loss has a KL term: refLogprobs must give one array per sequence");
-        for (Sequence s : batch)
-            if (s.oldLogprobs() == null || s.advantages() == null)
-                throw new IllegalArgumentException("policy-gradient sequences need old log-probs and advantages: " + s);
-        PolicyLossConfig c = cfg.aggNormalizer() > 0 ? cfg : cfg.withAggNormalizer(normalizer(batch, cfg.agg()));
-        double[] sums = new double[12];
-        for (int[] mb : microBatches(batch, microBatchTokens)) {
+    private PolicyLossResult policyLoss(TokenBatch batch, PolicyLossConfig cfg, boolean backward) {
+        if (cfg == null || batch == null) throw new IllegalArgumentException("batch and cfg must not be null");
+        boolean kl = cfg.klType() != KlType.NONE;
+        if (kl && batch.ref() == null) throw new IllegalArgumentException("the loss has a KL term: the batch needs reference log-probs");
+        if (batch.old() == null || batch.advantage() == null)
+            throw new IllegalArgumentException("policy-gradient batches need old log-probs and advantages: " + batch);
+        PolicyLossConfig c = cfg.aggNormalizer() > 0 ? cfg : cfg.withAggNormalizer(batch.normalizer(cfg.agg()));
+        LossSums sums = new LossSums();
+        for (int[] seqs : microBatches(batch, microBatchTokens)) {
             try (PointerScope scope = new PointerScope()) {
-                Rows r = rows(batch, mb);
-                if (r.count == 0) continue;
-                float[] old = new float[r.count], adv = new float[r.count], ref = kl ? new float[r.count] : null, mask = new float[r.count];
-                int[] seq = new int[r.count];
-                for (int k = 0; k < r.count; k++) {
-                    Sequence s = batch.get(mb[r.seqOfRow[k]]);
-                    int p = r.posOfRow[k];
-                    old[k] = s.oldLogprobs()[p];
-                    adv[k] = s.advantages()[p];
-                    if (kl) {
-                        float v = refLogprobs.get(mb[r.seqOfRow[k]])[p];
-                        if (!Float.isFinite(v)) throw new IllegalArgumentException("reference log-prob of sequence " + mb[r.seqOfRow[k]] + " at " + p + " is " + v);
-                        ref[k] = v;
-                    }
-                    mask[k] = 1f;
-                    seq[k] = r.seqOfRow[k];
-                }
-                Tensor logits = backward ? policy.forwardRows(r.tokens, r.rows) : noGradRows(r);
-                TorchPolicyLoss.Output out = TorchPolicyLoss.forwardBackward(c, logits.detach(), r.labels, device(Tensor.create(old, r.count)),
-                        device(Tensor.create(adv, r.count)), device(Tensor.create(mask, r.count)), kl ? device(Tensor.create(ref, r.count)) : null,
-                        c.agg().needsSequences() ? device(Tensor.create(seq, r.count)) : null, vocabLimit, false);
+                TokenBatch mb = batch.select(seqs);
+                if (mb.rows() == 0) continue;
+                Inputs in = inputs(mb, policy);
+                Tensor logits = backward ? policy.forwardRows(in.tokens, in.rows) : noGradRows(in);
+                int n = mb.rows();
+                TorchPolicyLoss.Output out = TorchPolicyLoss.forwardBackward(c, logits.detach(), in.labels, device(Tensor.create(mb.old(), n)),
+                        device(Tensor.create(mb.advantage(), n)), device(Tensor.create(mb.weight(), n)), kl ? device(Tensor.create(mb.ref(), n)) : null,
+                        c.agg().needsSequences() ? device(Tensor.create(mb.seqId(), n)) : null, vocabLimit, false);
                 if (backward) logits.backward(out.grad(), new BoolOptional(), false, new TensorArrayRefOptional());
-                PolicyLossResult pr = out.result();
-                double w = pr.tokens();
-                sums[0] += pr.loss();
-                sums[1] += pr.pgLoss();
-                sums[2] += pr.klLoss();
-                sums[3] += pr.entropyLoss();
-                sums[4] += w * pr.entropyMean();
-                sums[5] += w * pr.clipFracHigh();
-                sums[6] += w * pr.clipFracLow();
-                sums[7] += w * pr.dualClipFrac();
-                sums[8] += w * pr.approxKl();
-                sums[9] += w;
+                sums.add(out.result());
             }
         }
-        double w = Math.max(sums[9], 1e-300);
-        return new PolicyLossResult(sums[0], sums[1], sums[2], sums[3], sums[4] / w, sums[5] / w, sums[6] / w, sums[7] / w, sums[8] / w,
-                sums[9], c.aggNormalizer(), Float.NEGATIVE_INFINITY);
+        return sums.result(c.aggNormalizer());
     }
 
-    private Tensor noGradRows(Rows r) {
+    /** The micro-batches' results: the loss terms add up (one normalizer), the per-token means are token-weighted. */
+    private static final class LossSums {
+        double loss, pgLoss, klLoss, entropyLoss, entropyMean, clipFracHigh, clipFracLow, dualClipFrac, approxKl, tokens;
+
+        void add(PolicyLossResult r) {
+            double w = r.tokens();
+            loss += r.loss();
+            pgLoss += r.pgLoss();
+            klLoss += r.klLoss();
+            entropyLoss += r.entropyLoss();
+            entropyMean += w * r.entropyMean();
+            clipFracHigh += w * r.clipFracHigh();
+            clipFracLow += w * r.clipFracLow();
+            dualClipFrac += w * r.dualClipFrac();
+            approxKl += w * r.approxKl();
+            tokens += w;
+        }
+
+        PolicyLossResult result(double normalizer) {
+            double w = Math.max(tokens, 1e-300);
+            return new PolicyLossResult(loss, pgLoss, klLoss, entropyLoss, entropyMean / w, clipFracHigh / w, clipFracLow / w,
+                    dualClipFrac / w, approxKl / w, tokens, normalizer, Float.NEGATIVE_INFINITY);
+        }
+    }
+
+    private Tensor noGradRows(Inputs in) {
         try (NoGradGuard g = new NoGradGuard()) {
-            return policy.forwardRows(r.tokens, r.rows);
+            return policy.forwardRows(in.tokens, in.rows);
         }
-    }
-
-    /**
-     * The batch-wide normalizer of an aggregation (docs/algorithms.md §2): trained tokens N (token-mean),
-     * sequences with a trained token B (the sequence means), or the longest response F (Dr.GRPO's
-     * token-sum-norm), so micro-batches add up to the loss of the whole batch.
-     */
-    static double normalizer(List<Sequence> batch, LossAgg agg) {
-        return switch (agg) {
-            case TOKEN_MEAN -> Math.max(1, trainedTokens(batch));
-            case SEQ_MEAN_TOKEN_SUM, SEQ_MEAN_TOKEN_MEAN -> Math.max(1, batch.stream().filter(s -> s.trainedTokens() > 0).count());
-            case SEQ_MEAN_TOKEN_SUM_NORM -> {
-                int f = 1;
-                for (Sequence s : batch) {
-                    int first = -1, last = -1;
-                    for (int p = 0; p < s.length(); p++)
-                        if (s.mask()[p]) {
-                            if (first < 0) first = p;
-                            last = p;
-                        }
-                    if (first >= 0) f = Math.max(f, last - first + 1);
-                }
-                yield f;
-            }
-        };
     }
 
     // ---------------------------------------------------------------------------------------------
@@ -288,30 +258,24 @@ public final class Trainer implements AutoCloseable {
     // ---------------------------------------------------------------------------------------------
 
     /**
-     * Log-probs and entropies of the trained tokens of {@code batch} under {@code model} at
-     * {@code temperature} (no gradients): old log-probs recomputed by the trainer, or a reference policy's.
+     * Log-probs and entropies of the rows of {@code batch} under {@code model} at {@code temperature} (no
+     * gradients): old log-probs recomputed by the trainer, or a reference policy's.
      */
-    public static Scores score(ReferencePolicy model, List<Sequence> batch, float temperature, int microBatchTokens, int vocabLimit) {
-        List<float[]> lps = new ArrayList<>(batch.size()), ents = new ArrayList<>(batch.size());
-        for (Sequence s : batch) {
-            float[] a = new float[s.length()], b = new float[s.length()];
-            Arrays.fill(a, Float.NaN);
-            Arrays.fill(b, Float.NaN);
-            lps.add(a);
-            ents.add(b);
-        }
+    public static Scores score(ReferencePolicy model, TokenBatch batch, float temperature, int microBatchTokens, int vocabLimit) {
+        float[] lps = new float[batch.rows()], ents = new float[batch.rows()];
         try (NoGradGuard g = new NoGradGuard()) {
-            for (int[] mb : microBatches(batch, microBatchTokens)) {
+            for (int[] seqs : microBatches(batch, microBatchTokens)) {
                 try (PointerScope scope = new PointerScope()) {
-                    Rows r = rows(batch, mb, model);
-                    if (r.count == 0) continue;
-                    Tensor logits = model.forwardRows(r.tokens, r.rows);
-                    TorchTokenStats.Stats st = TorchTokenStats.forward(logits, r.labels, temperature, null, vocabLimit);
+                    TokenBatch mb = batch.select(seqs);
+                    if (mb.rows() == 0) continue;
+                    Inputs in = inputs(mb, model);
+                    Tensor logits = model.forwardRows(in.tokens, in.rows);
+                    TorchTokenStats.Stats st = TorchTokenStats.forward(logits, in.labels, temperature, null, vocabLimit);
                     float[] lp = TorchTensors.hostFloats(st.logprob()), h = TorchTensors.hostFloats(st.entropy());
-                    for (int k = 0; k < r.count; k++) {
-                        int i = mb[r.seqOfRow[k]];
-                        lps.get(i)[r.posOfRow[k]] = lp[k];
-                        ents.get(i)[r.posOfRow[k]] = h[k];
+                    int[] rows = batch.rowsOf(seqs);
+                    for (int k = 0; k < rows.length; k++) {
+                        lps[rows[k]] = lp[k];
+                        ents[rows[k]] = h[k];
                     }
                 }
             }
@@ -335,25 +299,19 @@ public final class Trainer implements AutoCloseable {
         return new double[] {norm, lr};
     }
 
-    static long trainedTokens(List<Sequence> batch) {
-        long n = 0;
-        for (Sequence s : batch) n += s.trainedTokens();
-        return n;
-    }
-
     /**
-     * Splits sequence indices into micro-batches of at most {@code budget} padded tokens (count × longest),
+     * Splits the batch's sequences into micro-batches of at most {@code budget} padded tokens (count × longest),
      * longest sequences first; a sequence longer than the budget gets a micro-batch of its own.
      */
-    static List<int[]> microBatches(List<Sequence> batch, int budget) {
-        Integer[] order = new Integer[batch.size()];
+    static List<int[]> microBatches(TokenBatch batch, int budget) {
+        Integer[] order = new Integer[batch.sequenceCount()];
         for (int i = 0; i < order.length; i++) order[i] = i;
-        Arrays.sort(order, Comparator.comparingInt((Integer i) -> -batch.get(i).length()).thenComparingInt(i -> i));
+        Arrays.sort(order, Comparator.comparingInt((Integer i) -> -batch.length(i)).thenComparingInt(i -> i));
         List<int[]> out = new ArrayList<>();
         List<Integer> cur = new ArrayList<>();
         int longest = 0;
         for (int i : order) {
-            int len = batch.get(i).length();
+            int len = batch.length(i);
             int l = Math.max(longest, len);
             if (!cur.isEmpty() && (long) l * (cur.size() + 1) > budget) {
                 out.add(cur.stream().mapToInt(Integer::intValue).toArray());
@@ -367,48 +325,24 @@ public final class Trainer implements AutoCloseable {
         return out;
     }
 
-    /** A micro-batch's inputs: padded tokens [B, T], the logit rows to compute, their labels, and where each row came from. */
-    private static final class Rows {
-        Tensor tokens, rows, labels;
-        int count;
-        int[] seqOfRow, posOfRow;
-    }
+    /** A micro-batch's model inputs: padded tokens [B, T], the logit rows that predict its trained tokens, their labels. */
+    private record Inputs(Tensor tokens, Tensor rows, Tensor labels) {}
 
-    private Rows rows(List<Sequence> batch, int[] mb) {
-        return rows(batch, mb, policy);
-    }
-
-    private static Rows rows(List<Sequence> batch, int[] mb, ReferencePolicy model) {
-        int t = 0, n = 0;
-        for (int i : mb) {
-            t = Math.max(t, batch.get(i).length());
-            n += batch.get(i).trainedTokens();
+    private static Inputs inputs(TokenBatch mb, ReferencePolicy model) {
+        int t = 0;
+        for (int s = 0; s < mb.sequenceCount(); s++) t = Math.max(t, mb.length(s));
+        long[] tok = new long[mb.sequenceCount() * t];
+        for (int b = 0; b < mb.sequenceCount(); b++) {
+            int[] s = mb.sequences().get(b);
+            for (int p = 0; p < s.length; p++) tok[b * t + p] = s[p];
         }
-        long[] tok = new long[mb.length * t];
+        int n = mb.rows();
         long[] rows = new long[n], labels = new long[n];
-        int[] seqOf = new int[n], posOf = new int[n];
-        int k = 0;
-        for (int b = 0; b < mb.length; b++) {
-            Sequence s = batch.get(mb[b]);
-            for (int p = 0; p < s.length(); p++) {
-                tok[b * t + p] = s.tokens()[p];
-                if (s.mask()[p]) {
-                    rows[k] = (long) b * t + p - 1;   // the logits at p - 1 predict the token at p
-                    labels[k] = s.tokens()[p];
-                    seqOf[k] = b;
-                    posOf[k] = p;
-                    k++;
-                }
-            }
+        for (int k = 0; k < n; k++) {
+            rows[k] = (long) mb.seqId()[k] * t + mb.position()[k] - 1;   // the logits at p - 1 predict the token at p
+            labels[k] = mb.label()[k];
         }
-        Rows r = new Rows();
-        r.tokens = to(Tensor.create(tok, mb.length, t), model);
-        r.rows = to(Tensor.create(rows, n), model);
-        r.labels = to(Tensor.create(labels, n), model);
-        r.count = n;
-        r.seqOfRow = seqOf;
-        r.posOfRow = posOf;
-        return r;
+        return new Inputs(to(Tensor.create(tok, mb.sequenceCount(), t), model), to(Tensor.create(rows, n), model), to(Tensor.create(labels, n), model));
     }
 
     private Tensor device(Tensor host) {

@@ -1,15 +1,20 @@
 package ai.arbor.train;
 
+import ai.arbor.generate.LocalGenerator;
+import ai.arbor.kernels.SamplingParams;
+import ai.arbor.rl.Recipe;
+import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.Budget;
 import ai.arbor.rollout.CharTokenizer;
 import ai.arbor.rollout.Seeds;
+import ai.arbor.task.Evaluator;
+import ai.arbor.task.Problem;
+import ai.arbor.task.TrainingTask;
 import ai.arbor.torch.model.CpuThreads;
 import ai.arbor.torch.model.PolicyConfig;
 import ai.arbor.torch.model.ReferencePolicy;
 import ai.arbor.train.report.LinePlot;
 import ai.arbor.train.report.MetricsLog;
-import ai.arbor.train.task.Problem;
-import ai.arbor.train.task.TrainingTask;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
@@ -37,29 +42,76 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
  */
 public final class TrainingRun {
 
-    /** Everything a run needs; {@link #defaults()} is what {@code arbor train} does without options. */
-    public record Options(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init,
-                          int sftDemos, int sftSteps, int sftBatch, double sftLr,
-                          Recipe recipe, int rlSteps, int promptsPerStep, int groupSize, Budget budget, double temperature,
-                          int ppoEpochs, int miniBatches, RlTrainer.OldLogprobs oldLogprobs, double rlLr, int warmupSteps,
-                          OptimConfig.Schedule schedule, double maxGradNorm,
-                          int evalProblems, int evalSamples, boolean evalGreedy, boolean evalBefore, int microBatchTokens, int threads, Path out) {
+    /**
+     * Everything a run needs, each value in one place: what is trained ({@code recipe}, which also carries the
+     * trajectories per prompt, the mini-batches and the sampling distribution of rollouts, sampled evaluation and
+     * loss), on what and where ({@link Setup}), the cold start ({@link Sft}), the RL phase ({@link Rl}) and the
+     * held-out evaluation ({@link Eval}). {@link #defaults()} is what {@code arbor train} does without options.
+     */
+    public record Options(Recipe recipe, Setup setup, Sft sft, Rl rl, Eval eval) {
         public Options {
-            if (task == null || recipe == null || model == null || out == null) throw new IllegalArgumentException("task, recipe, model and out are required");
-            if (recipe == Recipe.SFT && init != null) throw new IllegalArgumentException("recipe sft trains from scratch; --init is for RL recipes");
-            if (sftSteps < 0 || rlSteps < 0) throw new IllegalArgumentException("step counts must be >= 0");
-            if (sftBatch < 1 || promptsPerStep < 1) throw new IllegalArgumentException("batch sizes must be >= 1");
-            if (evalProblems < 0) throw new IllegalArgumentException("evalProblems must be >= 0, got " + evalProblems);
-            if (threads < 1) throw new IllegalArgumentException("threads must be >= 1, got " + threads);
+            if (recipe == null || setup == null || sft == null || rl == null || eval == null)
+                throw new IllegalArgumentException("recipe, setup, sft, rl and eval are required");
+            if (recipe.kind() == Recipe.Kind.SUPERVISED && setup.init() != null)
+                throw new IllegalArgumentException("recipe sft trains from scratch; --init (" + setup.init() + ") is for RL recipes");
         }
 
         /** The default run: SFT cold start then GRPO on arith (sizes measured to finish in minutes on 2 cores). */
         public static Options defaults() {
-            return new Options("arith", 1, 4000, 200, defaultModel(), null,
-                    4000, 1000, 32, 3e-3,
-                    Recipe.GRPO, 60, 16, 8, Budget.UNLIMITED, 1.0,
-                    1, 1, RlTrainer.OldLogprobs.AUTO, 1e-4, 0, OptimConfig.Schedule.CONSTANT, 1.0,
-                    200, 4, true, true, 2048, 1, Path.of("runs", "arith-grpo"));
+            return new Options(Recipe.GRPO, Setup.defaults(), Sft.defaults(), Rl.defaults(), Eval.defaults());
+        }
+
+        public Options withRecipe(Recipe r) {
+            return new Options(r, setup, sft, rl, eval);
+        }
+
+        public Options withSetup(Setup s) {
+            return new Options(recipe, s, sft, rl, eval);
+        }
+
+        public Options withSft(Sft s) {
+            return new Options(recipe, setup, s, rl, eval);
+        }
+
+        public Options withRl(Rl r) {
+            return new Options(recipe, setup, sft, r, eval);
+        }
+
+        public Options withEval(Eval e) {
+            return new Options(recipe, setup, sft, rl, e);
+        }
+    }
+
+    /**
+     * What a run trains on and where it writes.
+     *
+     * @param task             built-in task ({@code arith}, {@code kb})
+     * @param seed             seed of the task, the initialisation, the rollouts and the shuffles
+     * @param trainSize        training problems generated
+     * @param heldOutSize      held-out problems generated (the splits are drawn together)
+     * @param model            the policy's shape when it is created, not loaded
+     * @param init             a checkpoint to start from instead of an SFT cold start, or null
+     * @param microBatchTokens padded tokens per forward
+     * @param threads          libtorch / OpenBLAS threads
+     * @param out              output directory
+     */
+    public record Setup(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init, int microBatchTokens,
+                        int threads, Path out) {
+        public Setup {
+            if (task == null || model == null || out == null) throw new IllegalArgumentException("task, model and out are required");
+            if (trainSize < 1 || heldOutSize < 0)
+                throw new IllegalArgumentException("trainSize must be >= 1 and heldOutSize >= 0, got " + trainSize + " and " + heldOutSize);
+            if (microBatchTokens < 1) throw new IllegalArgumentException("microBatchTokens must be >= 1, got " + microBatchTokens);
+            if (threads < 1) throw new IllegalArgumentException("threads must be >= 1, got " + threads);
+        }
+
+        /** arith, seed 1, 4000 + 200 problems, {@link #defaultModel()}, 2048 tokens per forward, one thread. */
+        public static Setup defaults() {
+            return new Setup("arith", 1, 4000, 200, defaultModel(), null, 2048, 1, Path.of("runs", "arith-grpo"));
+        }
+
+        public Setup withOut(Path dir) {
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, dir);
         }
 
         /**
@@ -70,50 +122,85 @@ public final class TrainingRun {
         public static PolicyConfig defaultModel() {
             return new PolicyConfig(CharTokenizer.ascii().vocabSize(), 64, 3, 4, 2, 160, 768, 10_000.0, 1e-6, true, 1234);
         }
+    }
 
-        public Options with(java.util.function.UnaryOperator<Builder> edit) {
-            return edit.apply(new Builder(this)).build();
+    /**
+     * The supervised cold start (docs/algorithms.md §11).
+     *
+     * @param demos demonstrations rendered (tools run for real)
+     * @param steps optimizer steps (0: none)
+     * @param batch demonstrations per step
+     * @param optim the optimizer and its schedule
+     */
+    public record Sft(int demos, int steps, int batch, OptimConfig optim) {
+        public Sft {
+            if (demos < 0 || steps < 0) throw new IllegalArgumentException("demos and steps must be >= 0, got " + demos + " and " + steps);
+            if (batch < 1) throw new IllegalArgumentException("the SFT batch must be >= 1, got " + batch);
+            if (optim == null) throw new IllegalArgumentException("optim must not be null");
+        }
+
+        /** 4000 demonstrations, 1000 steps of 32, {@link #of} at lr 3e-3, clipping at 1. */
+        public static Sft defaults() {
+            return of(4000, 1000, 32, 3e-3, 1.0);
+        }
+
+        /** AdamW at {@code lr}, warm-up over the first tenth of the steps (at most 50), then cosine decay. */
+        public static Sft of(int demos, int steps, int batch, double lr, double maxGradNorm) {
+            return new Sft(demos, steps, batch, OptimConfig.adamW(lr).withWarmup(Math.min(50, steps / 10))
+                    .withSchedule(OptimConfig.Schedule.COSINE).withMaxGradNorm(maxGradNorm));
         }
     }
 
-    /** Mutable copy of {@link Options} for the command line. */
-    public static final class Builder {
-        public String task;
-        public long seed;
-        public int trainSize, heldOutSize;
-        public PolicyConfig model;
-        public Path init;
-        public int sftDemos, sftSteps, sftBatch;
-        public double sftLr;
-        public Recipe recipe;
-        public int rlSteps, promptsPerStep, groupSize;
-        public Budget budget;
-        public double temperature;
-        public int ppoEpochs, miniBatches;
-        public RlTrainer.OldLogprobs oldLogprobs;
-        public double rlLr;
-        public int warmupSteps;
-        public OptimConfig.Schedule schedule;
-        public double maxGradNorm;
-        public int evalProblems, evalSamples;
-        public boolean evalGreedy, evalBefore;
-        public int microBatchTokens, threads;
-        public Path out;
-
-        public Builder(Options o) {
-            task = o.task(); seed = o.seed(); trainSize = o.trainSize(); heldOutSize = o.heldOutSize(); model = o.model(); init = o.init();
-            sftDemos = o.sftDemos(); sftSteps = o.sftSteps(); sftBatch = o.sftBatch(); sftLr = o.sftLr(); recipe = o.recipe();
-            rlSteps = o.rlSteps(); promptsPerStep = o.promptsPerStep(); groupSize = o.groupSize(); budget = o.budget();
-            temperature = o.temperature(); ppoEpochs = o.ppoEpochs(); miniBatches = o.miniBatches(); oldLogprobs = o.oldLogprobs();
-            rlLr = o.rlLr(); warmupSteps = o.warmupSteps(); schedule = o.schedule(); maxGradNorm = o.maxGradNorm();
-            evalProblems = o.evalProblems(); evalSamples = o.evalSamples(); evalGreedy = o.evalGreedy(); evalBefore = o.evalBefore();
-            microBatchTokens = o.microBatchTokens(); threads = o.threads(); out = o.out();
+    /**
+     * The RL phase (the recipe itself is {@link Options#recipe}).
+     *
+     * @param steps          RL steps (0: none)
+     * @param promptsPerStep prompts per step (one group each)
+     * @param budget         per-prompt rollout budget, or {@link Budget#UNLIMITED}
+     * @param ppoEpochs      passes over each step's batch
+     * @param oldLogprobs    behaviour or recomputed old log-probs
+     * @param optim          the optimizer and its schedule
+     */
+    public record Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim) {
+        public Rl {
+            if (steps < 0) throw new IllegalArgumentException("RL steps must be >= 0, got " + steps);
+            if (promptsPerStep < 1) throw new IllegalArgumentException("promptsPerStep must be >= 1, got " + promptsPerStep);
+            if (ppoEpochs < 1) throw new IllegalArgumentException("ppoEpochs must be >= 1, got " + ppoEpochs);
+            if (budget == null || oldLogprobs == null || optim == null)
+                throw new IllegalArgumentException("budget, oldLogprobs and optim are required");
         }
 
-        public Options build() {
-            return new Options(task, seed, trainSize, heldOutSize, model, init, sftDemos, sftSteps, sftBatch, sftLr, recipe, rlSteps,
-                    promptsPerStep, groupSize, budget, temperature, ppoEpochs, miniBatches, oldLogprobs, rlLr, warmupSteps, schedule,
-                    maxGradNorm, evalProblems, evalSamples, evalGreedy, evalBefore, microBatchTokens, threads, out);
+        /** 60 steps × 16 prompts, no budget, one epoch, old log-probs by {@link RlTrainer.OldLogprobs#AUTO}, AdamW 1e-4 constant. */
+        public static Rl defaults() {
+            return new Rl(60, 16, Budget.UNLIMITED, 1, RlTrainer.OldLogprobs.AUTO, OptimConfig.adamW(1e-4));
+        }
+
+        public Rl withSteps(int n) {
+            return new Rl(n, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim);
+        }
+    }
+
+    /**
+     * The held-out evaluation, before and after RL; sampled answers are drawn from the recipe's sampling.
+     *
+     * @param problems held-out problems evaluated (0: none)
+     * @param samples  sampled answers per problem (0: greedy only)
+     * @param greedy   also decode greedily
+     * @param before   also evaluate the starting point
+     */
+    public record Eval(int problems, int samples, boolean greedy, boolean before) {
+        public Eval {
+            if (problems < 0 || samples < 0)
+                throw new IllegalArgumentException("eval problems and samples must be >= 0, got " + problems + " and " + samples);
+        }
+
+        /** 200 problems, 4 samples and greedy, before and after. */
+        public static Eval defaults() {
+            return new Eval(200, 4, true, true);
+        }
+
+        public Eval withBefore(boolean b) {
+            return new Eval(problems, samples, greedy, b);
         }
     }
 
@@ -135,41 +222,41 @@ public final class TrainingRun {
     /** Runs {@code o}, reporting to {@code listener}. */
     public static Result run(Options o, Listener listener) throws IOException {
         long t0 = System.nanoTime();
-        CpuThreads.set(o.threads());
-        Files.createDirectories(o.out());
+        CpuThreads.set(o.setup().threads());
+        Files.createDirectories(o.setup().out());
         CharTokenizer tok = CharTokenizer.ascii();
-        Path metricsFile = o.out().resolve("metrics.jsonl");
+        Path metricsFile = o.setup().out().resolve("metrics.jsonl");
         double sftSeconds = 0, rlSeconds = 0;
         List<Evaluator.Result> before = new ArrayList<>(), after = new ArrayList<>();
-        Path checkpoint = o.out().resolve("policy.safetensors");
+        Path checkpoint = o.setup().out().resolve("policy.safetensors");
         List<String> samples = new ArrayList<>();
-        try (TrainingTask task = TrainingTask.create(o.task(), o.seed(), o.trainSize(), o.heldOutSize());
+        try (TrainingTask task = TrainingTask.create(o.setup().task(), o.setup().seed(), o.setup().trainSize(), o.setup().heldOutSize());
              MetricsLog log = new MetricsLog(metricsFile);
-             ReferencePolicy policy = o.init() != null ? ReferencePolicy.load(o.init(), "auto", ScalarType.Float)
-                     : ReferencePolicy.create(o.model().withSeed(Seeds.derive(o.seed(), 7)), "auto", ScalarType.Float)) {
+             ReferencePolicy policy = o.setup().init() != null ? ReferencePolicy.load(o.setup().init(), "auto", ScalarType.Float)
+                     : ReferencePolicy.create(o.setup().model().withSeed(Seeds.derive(o.setup().seed(), 7)), "auto", ScalarType.Float)) {
             if (policy.config().vocab() < tok.vocabSize())
                 throw new IllegalArgumentException("the policy's vocabulary (" + policy.config().vocab() + ") is smaller than the tokenizer's ("
                         + tok.vocabSize() + ")");
-            List<Problem> evalSet = task.heldOut().subList(0, Math.min(o.evalProblems(), task.heldOut().size()));
-            if (o.init() == null && o.sftSteps() > 0) {
+            List<Problem> evalSet = task.heldOut().subList(0, Math.min(o.eval().problems(), task.heldOut().size()));
+            if (o.setup().init() == null && o.sft().steps() > 0) {
                 long s0 = System.nanoTime();
                 sft(o, task, tok, policy, log, listener);
-                policy.save(o.out().resolve("sft.safetensors"));
+                policy.save(o.setup().out().resolve("sft.safetensors"));
                 sftSeconds = (System.nanoTime() - s0) / 1e9;
             }
-            if (!evalSet.isEmpty() && o.evalBefore()) before = evaluate(o, task, tok, policy, evalSet, "before", log, listener, samples);
-            if (o.recipe() != Recipe.SFT && o.rlSteps() > 0) {
+            if (!evalSet.isEmpty() && o.eval().before()) before = evaluate(o, task, tok, policy, evalSet, "before", log, listener, samples);
+            if (o.recipe().samples() && o.rl().steps() > 0) {
                 long r0 = System.nanoTime();
                 rl(o, task, tok, policy, log, listener);
                 rlSeconds = (System.nanoTime() - r0) / 1e9;
                 if (!evalSet.isEmpty()) after = evaluate(o, task, tok, policy, evalSet, "after", log, listener, samples);
             }
             policy.save(checkpoint);
-            Path plot = plot(o, log, o.out().resolve("training.png"));
-            Path table = o.out().resolve("eval.md");
+            Path plot = plot(o, log, o.setup().out().resolve("training.png"));
+            Path table = o.setup().out().resolve("eval.md");
             Files.writeString(table, evalTable(o, before, after, sftSeconds, rlSeconds), StandardCharsets.UTF_8);
-            Files.writeString(o.out().resolve("eval.json"), evalJson(o, before, after, sftSeconds, rlSeconds), StandardCharsets.UTF_8);
-            Files.write(o.out().resolve("samples.txt"), samples, StandardCharsets.UTF_8);
+            Files.writeString(o.setup().out().resolve("eval.json"), evalJson(o, before, after, sftSeconds, rlSeconds), StandardCharsets.UTF_8);
+            Files.write(o.setup().out().resolve("samples.txt"), samples, StandardCharsets.UTF_8);
             return new Result(before, after, metricsFile, plot, table, checkpoint, (System.nanoTime() - t0) / 1e9, sftSeconds, rlSeconds);
         }
     }
@@ -177,23 +264,22 @@ public final class TrainingRun {
     // ---------------------------------------------------------------------------------------------
 
     private static void sft(Options o, TrainingTask task, CharTokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener) {
-        listener.message("rendering " + o.sftDemos() + " demonstrations (tools run for real) ...");
+        listener.message("rendering " + o.sft().demos() + " demonstrations (tools run for real) ...");
         List<Problem> demoProblems = new ArrayList<>();
-        for (int i = 0; i < o.sftDemos(); i++) demoProblems.add(task.train().get(i % task.train().size()));
-        Demonstrations.Rendered demos = Demonstrations.render(task, tok, demoProblems, Seeds.derive(o.seed(), 11), Math.max(2, 2 * o.threads()));
+        for (int i = 0; i < o.sft().demos(); i++) demoProblems.add(task.train().get(i % task.train().size()));
+        Demonstrations.Rendered demos = Demonstrations.render(task, tok, demoProblems, Seeds.derive(o.setup().seed(), 11), Math.max(2, 2 * o.setup().threads()));
         List<Sequence> data = new ArrayList<>(demos.sequences());
         if (data.isEmpty()) throw new IllegalStateException("no demonstration could be rendered");
         listener.message("demonstrations: " + demos.styles() + (demos.dropped() > 0 ? ", dropped " + demos.dropped() : ""));
-        OptimConfig optim = OptimConfig.adamW(o.sftLr()).withWarmup(Math.min(50, o.sftSteps() / 10)).withSchedule(OptimConfig.Schedule.COSINE)
-                .withMaxGradNorm(o.maxGradNorm());
-        Random rnd = new Random(Seeds.derive(o.seed(), 13));
-        listener.phase("sft", o.sftSteps());
-        try (Trainer trainer = new Trainer(policy, optim, o.sftSteps(), o.microBatchTokens(), tok.vocabSize())) {
+        OptimConfig optim = o.sft().optim();
+        Random rnd = new Random(Seeds.derive(o.setup().seed(), 13));
+        listener.phase("sft", o.sft().steps());
+        try (Trainer trainer = new Trainer(policy, optim, o.sft().steps(), o.setup().microBatchTokens(), tok.vocabSize())) {
             List<Integer> order = new ArrayList<>();
             int at = 0;
-            for (int s = 0; s < o.sftSteps(); s++) {
-                List<Sequence> batch = new ArrayList<>(o.sftBatch());
-                while (batch.size() < o.sftBatch()) {
+            for (int s = 0; s < o.sft().steps(); s++) {
+                List<Sequence> batch = new ArrayList<>(o.sft().batch());
+                while (batch.size() < o.sft().batch()) {
                     if (at == order.size()) {
                         order.clear();
                         for (int i = 0; i < data.size(); i++) order.add(i);
@@ -212,33 +298,33 @@ public final class TrainingRun {
                 m.put("lr", st.lr());
                 m.put("seconds", st.seconds());
                 log.log(m);
-                listener.step("sft", s + 1, o.sftSteps(), m);
+                listener.step("sft", s + 1, o.sft().steps(), m);
             }
         }
     }
 
     private static void rl(Options o, TrainingTask task, CharTokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener)
             throws IOException {
-        RlTrainer.Config cfg = new RlTrainer.Config(o.recipe(), o.groupSize(), o.budget(), o.temperature(), o.ppoEpochs(), o.miniBatches(),
-                o.oldLogprobs(), 2);
-        boolean kl = o.recipe().loss(o.temperature()).klType() != ai.arbor.kernels.KlType.NONE;
-        long optSteps = o.recipe() == Recipe.RFT ? o.rlSteps() : (long) o.rlSteps() * o.ppoEpochs() * o.miniBatches();
-        OptimConfig optim = OptimConfig.adamW(o.rlLr()).withWarmup(o.warmupSteps()).withSchedule(o.schedule()).withMaxGradNorm(o.maxGradNorm());
+        Recipe recipe = o.recipe();
+        RlTrainer.Config cfg = new RlTrainer.Config(recipe, o.rl().budget(), o.rl().ppoEpochs(), o.rl().oldLogprobs());
+        boolean kl = recipe.needsReference();
+        long optSteps = recipe.kind() == Recipe.Kind.REJECTION_SAMPLING ? o.rl().steps() : (long) o.rl().steps() * o.rl().ppoEpochs() * recipe.miniBatches();
+        OptimConfig optim = o.rl().optim();
         ReferencePolicy reference = kl ? copy(policy) : null;
         try (LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults());
-             Trainer trainer = new Trainer(policy, optim, optSteps, o.microBatchTokens(), tok.vocabSize());
-             RlTrainer rl = new RlTrainer(task, tok, trainer, gen, reference, cfg, o.microBatchTokens(), Math.max(2, 2 * o.threads()))) {
-            listener.phase(o.recipe().cliName(), o.rlSteps());
-            listener.message("rl: " + o.recipe().cliName() + ", " + rl.strategy().name() + ", loss " + rl.lossConfig().clipMode()
+             Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize());
+             RlTrainer rl = new RlTrainer(task, tok, trainer, gen, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))) {
+            listener.phase(o.recipe().name(), o.rl().steps());
+            listener.message("rl: " + o.recipe().name() + ", " + rl.strategy().name() + ", loss " + rl.lossConfig().clipMode()
                     + " " + rl.lossConfig().epsLow() + "/" + rl.lossConfig().epsHigh() + ", KL " + rl.lossConfig().klType()
-                    + ", shaping " + o.recipe().shaping().mode() + ", filters " + o.recipe().filters());
-            Random rnd = new Random(Seeds.derive(o.seed(), 17));
+                    + ", shaping " + recipe.shaping().mode() + ", filters " + recipe.filters());
+            Random rnd = new Random(Seeds.derive(o.setup().seed(), 17));
             List<Problem> order = new ArrayList<>(task.train());
             Collections.shuffle(order, rnd);
             int at = 0;
-            for (int s = 0; s < o.rlSteps(); s++) {
-                List<Problem> batch = new ArrayList<>(o.promptsPerStep());
-                while (batch.size() < o.promptsPerStep()) {
+            for (int s = 0; s < o.rl().steps(); s++) {
+                List<Problem> batch = new ArrayList<>(o.rl().promptsPerStep());
+                while (batch.size() < o.rl().promptsPerStep()) {
                     if (at == order.size()) {
                         Collections.shuffle(order, rnd);
                         at = 0;
@@ -248,10 +334,10 @@ public final class TrainingRun {
                 Map<String, Object> m = new LinkedHashMap<>();
                 m.put("phase", "rl");
                 m.put("step", s + 1);
-                m.put("recipe", o.recipe().cliName());
-                m.putAll(rl.step(batch, Seeds.derive(o.seed(), 1000 + s)));
+                m.put("recipe", o.recipe().name());
+                m.putAll(rl.step(batch, Seeds.derive(o.setup().seed(), 1000 + s)));
                 log.log(m);
-                listener.step("rl", s + 1, o.rlSteps(), m);
+                listener.step("rl", s + 1, o.rl().steps(), m);
             }
         } finally {
             if (reference != null) reference.close();
@@ -270,9 +356,9 @@ public final class TrainingRun {
         List<Evaluator.Result> out = new ArrayList<>();
         listener.message("evaluating " + when + " on " + set.size() + " held-out problems ...");
         try (LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults())) {
-            if (o.evalSamples() > 0)
-                out.add(Evaluator.evaluate(task, tok, gen, set, o.temperature(), o.evalSamples(), Seeds.derive(o.seed(), 23), Math.max(2, 2 * o.threads())));
-            if (o.evalGreedy()) out.add(Evaluator.evaluate(task, tok, gen, set, 0, 1, 0, Math.max(2, 2 * o.threads())));
+            if (o.eval().samples() > 0)
+                out.add(Evaluator.evaluate(task, tok, gen, set, o.recipe().sampling(), o.eval().samples(), Seeds.derive(o.setup().seed(), 23), Math.max(2, 2 * o.setup().threads())));
+            if (o.eval().greedy()) out.add(Evaluator.evaluate(task, tok, gen, set, SamplingParams.greedy(), 1, 0, Math.max(2, 2 * o.setup().threads())));
         }
         for (Evaluator.Result r : out) {
             Map<String, Object> m = new LinkedHashMap<>();
@@ -291,13 +377,13 @@ public final class TrainingRun {
 
     /** The training curves: RL reward, accuracy, rollout entropy and tool calls per trajectory over the steps (SFT loss when there is no RL). */
     static Path plot(Options o, MetricsLog log, Path png) throws IOException {
-        LinePlot plot = new LinePlot("arbor train: " + o.task() + ", " + o.recipe().cliName() + ", seed " + o.seed());
+        LinePlot plot = new LinePlot("arbor train: " + o.setup().task() + ", " + o.recipe().name() + ", seed " + o.setup().seed());
         List<Map<String, Object>> rows = log.rows();
         List<Map<String, Object>> rl = rows.stream().filter(r -> "rl".equals(r.get("phase"))).toList();
         List<Map<String, Object>> sft = rows.stream().filter(r -> "sft".equals(r.get("phase"))).toList();
         if (!rl.isEmpty()) {
             for (String key : List.of("reward", "accuracy", "entropy", "tool_calls"))
-                plot.add(key, new LinePlot.Series(o.recipe().cliName(), column(rl, "step"), column(rl, key)));
+                plot.add(key, new LinePlot.Series(o.recipe().name(), column(rl, "step"), column(rl, key)));
         }
         if (!sft.isEmpty()) plot.add("sft loss", new LinePlot.Series("sft", column(sft, "step"), column(sft, "loss")));
         return plot.write(png);
@@ -311,13 +397,13 @@ public final class TrainingRun {
 
     static String evalTable(Options o, List<Evaluator.Result> before, List<Evaluator.Result> after, double sftSeconds, double rlSeconds) {
         StringBuilder sb = new StringBuilder();
-        sb.append(String.format(Locale.ROOT, "Held-out evaluation: task %s, recipe %s, seed %d (SFT %.0f s, RL %.0f s)%n%n", o.task(),
-                o.recipe().cliName(), o.seed(), sftSeconds, rlSeconds));
+        sb.append(String.format(Locale.ROOT, "Held-out evaluation: task %s, recipe %s, seed %d (SFT %.0f s, RL %.0f s)%n%n", o.setup().task(),
+                o.recipe().name(), o.setup().seed(), sftSeconds, rlSeconds));
         sb.append("| policy | decoding | accuracy | tool use | tool calls / answer | tool failure rate | response tokens | answers |\n");
         sb.append("|---|---|---|---|---|---|---|---|\n");
-        String start = o.init() != null ? "start (" + o.init().getFileName() + ")" : "SFT cold start";
+        String start = o.setup().init() != null ? "start (" + o.setup().init().getFileName() + ")" : "SFT cold start";
         for (Evaluator.Result r : before) row(sb, start, r);
-        for (Evaluator.Result r : after) row(sb, "after " + o.recipe().cliName(), r);
+        for (Evaluator.Result r : after) row(sb, "after " + o.recipe().name(), r);
         return sb.toString();
     }
 
@@ -328,9 +414,9 @@ public final class TrainingRun {
 
     static String evalJson(Options o, List<Evaluator.Result> before, List<Evaluator.Result> after, double sftSeconds, double rlSeconds) {
         Map<String, Object> m = new LinkedHashMap<>();
-        m.put("task", o.task());
-        m.put("recipe", o.recipe().cliName());
-        m.put("seed", o.seed());
+        m.put("task", o.setup().task());
+        m.put("recipe", o.recipe().name());
+        m.put("seed", o.setup().seed());
         m.put("sft_seconds", sftSeconds);
         m.put("rl_seconds", rlSeconds);
         List<Map<String, Object>> rows = new ArrayList<>();

@@ -1,7 +1,13 @@
 package ai.arbor.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.arbor.rl.Recipe;
+import ai.arbor.train.OptimConfig;
+import ai.arbor.train.RlTrainer;
+import ai.arbor.train.TrainingRun;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.awt.image.BufferedImage;
@@ -74,6 +80,56 @@ class TrainCommandTest {
                 if (Math.max(r, Math.max(g, b)) - Math.min(r, Math.min(g, b)) > 60) n++;   // coloured (a series), not grey grid
             }
         return n;
+    }
+
+    /** The run {@code arbor train args} would start, without starting it. */
+    static TrainingRun.Options parsed(String... args) {
+        TrainCommand cmd = new TrainCommand();
+        new CommandLine(cmd).parseArgs(args);
+        return cmd.run.options(Recipe.byName(cmd.recipe), cmd.run.seed, cmd.run.init, cmd.out);
+    }
+
+    @Test
+    void eachOptionOverridesOneValueAndTheRestAreTheLibrarysDefaults() {
+        TrainingRun.Options d = TrainingRun.Options.defaults(), o = parsed();
+        assertEquals(d.sft(), o.sft());
+        assertEquals(d.rl(), o.rl());
+        assertEquals(d.eval(), o.eval());
+        assertEquals(d.setup().withOut(o.setup().out()), o.setup());
+        assertEquals(Path.of("runs", "arith-grpo-seed1"), o.setup().out());
+        assertEquals(50, o.sft().optim().warmupSteps(), "SFT warms up over a tenth of its 1000 steps, at most 50");
+        assertEquals(1.0f, o.recipe().sampling().temperature());
+
+        // --group-size defaults to 8 for every recipe; 0 keeps the recipe's own n
+        assertEquals(16, Recipe.AEPO.trajectoriesPerPrompt());
+        assertEquals(8, parsed("--recipe", "aepo").recipe().trajectoriesPerPrompt());
+        assertEquals(16, parsed("--recipe", "aepo", "--group-size", "0").recipe().trajectoriesPerPrompt());
+        assertEquals(6, parsed("--recipe", "tree-grpo", "--group-size", "6").recipe().trajectoriesPerPrompt());
+
+        // a recipe flag replaces that value only: the rest of the recipe is the paper's
+        TrainingRun.Options t = parsed("--recipe", "tao-rl", "--temperature", "0.7", "--mini-batches", "2");
+        assertEquals(0.7f, t.recipe().sampling().temperature());
+        assertEquals(0.7f, (float) t.recipe().loss().temperature(), "the loss follows the sampler");
+        assertEquals(2, t.recipe().miniBatches());
+        assertEquals(Recipe.TAO_RL.loss().epsHigh(), t.recipe().loss().epsHigh());
+        assertEquals(Recipe.TAO_RL.filters(), t.recipe().filters());
+
+        TrainingRun.Options f = parsed("--sft-steps", "100", "--max-grad-norm", "0.5", "--lr", "2e-4", "--schedule", "cosine", "--warmup", "3",
+                "--old-logprobs", "recompute", "--steps", "7", "--budget", "500");
+        assertEquals(10, f.sft().optim().warmupSteps());
+        assertEquals(0.5, f.sft().optim().maxGradNorm());
+        assertEquals(new OptimConfig(2e-4, 0.01, 1e-8, 0.5, 3, OptimConfig.Schedule.COSINE, 0.1), f.rl().optim());
+        assertEquals(RlTrainer.OldLogprobs.RECOMPUTE, f.rl().oldLogprobs());
+        assertEquals(7, f.rl().steps());
+        assertEquals(500, f.rl().budget().generatedTokens());
+        assertEquals(0, parsed("--recipe", "sft").rl().steps(), "sft samples no rollouts");
+
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> parsed("--group-size", "-1"));
+        assertTrue(e.getMessage().contains("-1"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> parsed("--temperature", "0"));
+        assertTrue(e.getMessage().contains("0.0"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> parsed("--old-logprobs", "later"));
+        assertTrue(e.getMessage().contains("later"), e.getMessage());
     }
 
     @Test

@@ -7,9 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.arbor.advantage.Advantages;
-import ai.arbor.advantage.ShapingStats;
-import ai.arbor.advantage.TokenAdvantages;
-import ai.arbor.advantage.TokenShaping;
+import ai.arbor.kernels.ShapingStats;
+import ai.arbor.kernels.TokenAdvantages;
+import ai.arbor.kernels.TokenShaping;
 import ai.arbor.kernels.Backend;
 import java.util.Random;
 import org.bytedeco.pytorch.Tensor;

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The fused policy-loss kernel on tensors against the same loss written with torch ops
- * ({@link TorchPolicyLoss#eagerLoss}: log_softmax, gather, exp, clamp, maximum/minimum, {@code detach}
+ * ({@link EagerPolicyLoss#loss}: log_softmax, gather, exp, clamp, maximum/minimum, {@code detach}
  * for AEPO) and libtorch autograd's {@code logits.grad}, for every clip mode × KL type × aggregation.
  * Both sides are fp32; tokens sit 0.01 in log-ratio away from every kink (see PolicyLossTest).
  */
@@ -83,10 +83,10 @@ class TorchPolicyLossTest {
         return a.to(ScalarType.Float).sub(b.to(ScalarType.Float)).abs().max().item_double();
     }
 
-    /** Loss and logits.grad from libtorch autograd over {@link TorchPolicyLoss#eagerLoss}. */
+    /** Loss and logits.grad from libtorch autograd over {@link EagerPolicyLoss#loss}. */
     static Tensor[] autograd(PolicyLossConfig cfg, Batch b, Tensor logits, float thr) {
         Tensor x = logits.detach().set_requires_grad(true);
-        Tensor loss = TorchPolicyLoss.eagerLoss(cfg, x, b.labels(), b.old(), b.adv(), b.mask(),
+        Tensor loss = EagerPolicyLoss.loss(cfg, x, b.labels(), b.old(), b.adv(), b.mask(),
                 cfg.klType() == KlType.NONE ? null : b.ref(), b.seqIds(), thr);
         loss.backward();
         return new Tensor[] {loss.detach(), x.grad()};

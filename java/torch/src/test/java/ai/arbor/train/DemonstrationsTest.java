@@ -3,11 +3,12 @@ package ai.arbor.train;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.CharTokenizer;
-import ai.arbor.train.task.DemoStyle;
-import ai.arbor.train.task.KbTask;
-import ai.arbor.train.task.Problem;
-import ai.arbor.train.task.TrainingTask;
+import ai.arbor.task.DemoStyle;
+import ai.arbor.task.KbTask;
+import ai.arbor.task.Problem;
+import ai.arbor.task.TrainingTask;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;

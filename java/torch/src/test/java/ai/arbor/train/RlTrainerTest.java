@@ -4,27 +4,32 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.arbor.advantage.Advantages;
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.reward.AnswerChecker;
 import ai.arbor.reward.MathGrader;
+import ai.arbor.rl.Recipe;
+import ai.arbor.rl.Scored;
+import ai.arbor.rl.Sequence;
+import ai.arbor.rl.StepPipeline;
+import ai.arbor.rl.TokenBatch;
 import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.CharTokenizer;
 import ai.arbor.rollout.FinishReason;
 import ai.arbor.rollout.Generation;
 import ai.arbor.rollout.GenerationRequest;
 import ai.arbor.rollout.Generator;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.Seeds;
 import ai.arbor.rollout.ToolCallStatus;
 import ai.arbor.rollout.ToolProvider;
+import ai.arbor.task.DemoScript;
+import ai.arbor.task.DemoStyle;
+import ai.arbor.task.Problem;
+import ai.arbor.task.TrainingTask;
 import ai.arbor.tools.Observation;
 import ai.arbor.tools.Tool;
 import ai.arbor.torch.model.CpuThreads;
 import ai.arbor.torch.model.PolicyConfig;
 import ai.arbor.torch.model.ReferencePolicy;
-import ai.arbor.train.task.DemoScript;
-import ai.arbor.train.task.DemoStyle;
-import ai.arbor.train.task.Problem;
-import ai.arbor.train.task.TrainingTask;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -68,7 +73,7 @@ class RlTrainerTest {
         public AnswerChecker checker() { return MathGrader.standard(); }
         public boolean questionAnswering() { return false; }
         public AgentConfig agentConfig(SamplingParams s) {
-            return AgentConfig.builder().sampling(s.withMaxNewTokens(40)).maxTurns(3).maxToolCalls(2).maxResponseTokens(120)
+            return AgentConfig.builder().sampling(s).maxNewTokens(40).maxTurns(3).maxToolCalls(2).maxResponseTokens(120)
                     .toolTimeout(Duration.ofSeconds(10)).build();
         }
         public Map<DemoStyle, Double> demoMix() { return Map.of(DemoStyle.HAND, 1.0); }
@@ -117,12 +122,12 @@ class RlTrainerTest {
         try (StubTask task = new StubTask(); ReferencePolicy p = ReferencePolicy.create(cfg); ReferencePolicy ref = TrainingRun.copy(p);
              Trainer tr = new Trainer(p, OptimConfig.adamW(1e-3), 10, 4096, TOK.vocabSize());
              RlTrainer rl = new RlTrainer(task, TOK, tr, new Scripted(), invalidations::incrementAndGet, ref,
-                     new RlTrainer.Config(Recipe.GRPO, 6, null, 1.0, 1, 1, RlTrainer.OldLogprobs.BEHAVIOUR, 2), 4096, 2)) {
+                     new RlTrainer.Config(Recipe.GRPO.withTrajectoriesPerPrompt(6), null, 1, RlTrainer.OldLogprobs.BEHAVIOUR), 4096, 2)) {
             RlTrainer.Rollout ro = rl.rollout(task.train(), 11);
-            List<RlTrainer.Scored> scored = ro.scored();
+            List<Scored> scored = ro.scored();
             assertEquals(18, scored.size());
             int infra = 0;
-            for (RlTrainer.Scored s : scored) {
+            for (Scored s : scored) {
                 boolean failed = s.trajectory().toolCalls().stream().anyMatch(c -> c.status() == ToolCallStatus.INFRASTRUCTURE_ERROR);
                 assertEquals(failed, s.infrastructureFailure());
                 if (failed) {
@@ -135,7 +140,7 @@ class RlTrainerTest {
             }
             assertTrue(infra >= 2 && infra <= 14, "the seeds give a mix of failures and answers: " + infra);
 
-            RlTrainer.Prepared prep = rl.prepare(scored, ro.prompts());
+            StepPipeline.Prepared prep = rl.prepare(scored);
             // expected: GRPO over the trajectories WITHOUT infrastructure failure only
             List<Integer> live = new ArrayList<>();
             for (int i = 0; i < scored.size(); i++) if (!scored.get(i).infrastructureFailure()) live.add(i);
@@ -150,16 +155,13 @@ class RlTrainerTest {
                 if (scored.get(i).infrastructureFailure()) assertTrue(Float.isNaN(prep.sequenceAdvantages()[i]), "masked trajectory " + i);
                 else assertEquals(expected[k++], prep.sequenceAdvantages()[i], 1e-6f, "advantage of trajectory " + i);
             }
-            assertEquals(live.size(), prep.sequences().size(), "only trajectories without infrastructure failure are trained");
-            for (int j = 0; j < prep.sequences().size(); j++) {
-                int src = prep.source()[j];
-                assertTrue(!scored.get(src).infrastructureFailure());
-                Sequence s = prep.sequences().get(j);
-                for (int q = 0; q < s.length(); q++)
-                    if (s.mask()[q]) {
-                        assertEquals(-0.5f, s.oldLogprobs()[q], 0, "behaviour log-probs carried to the trained positions");
-                        assertEquals(prep.sequenceAdvantages()[src], s.advantages()[q], 0, "broadcast advantage");
-                    }
+            TokenBatch tb = prep.batch();
+            assertEquals(live.size(), tb.sequenceCount(), "only trajectories without infrastructure failure are trained");
+            for (int j = 0; j < tb.sequenceCount(); j++) assertTrue(!scored.get(tb.source()[j]).infrastructureFailure());
+            for (int k = 0; k < tb.rows(); k++) {
+                int src = tb.source()[tb.seqId()[k]];
+                assertEquals(-0.5f, tb.old()[k], 0, "behaviour log-probs carried to the trained rows");
+                assertEquals(prep.sequenceAdvantages()[src], tb.advantage()[k], 0, "broadcast advantage");
             }
 
             Map<String, Object> m = rl.step(task.train(), 11);

@@ -9,7 +9,10 @@ import ai.arbor.kernels.KlType;
 import ai.arbor.kernels.LossAgg;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
+import ai.arbor.rl.Sequence;
+import ai.arbor.rl.TokenBatch;
 import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.torch.EagerPolicyLoss;
 import ai.arbor.torch.TorchPolicyLoss;
 import ai.arbor.torch.model.CpuThreads;
 import ai.arbor.torch.model.PolicyConfig;
@@ -29,7 +32,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The trainer's SFT and policy-gradient steps against an independent libtorch computation (full forward,
- * log_softmax, gather, {@link TorchPolicyLoss#eagerLoss}, autograd), micro-batching against one batch, and
+ * log_softmax, gather, {@link EagerPolicyLoss#loss}, autograd), micro-batching against one batch, and
  * the loss on a fixed batch going down after one step.
  */
 @SuppressWarnings("try")
@@ -125,7 +128,7 @@ class TrainerTest {
              Trainer tr = new Trainer(p, OptimConfig.adamW(1e-2).withWeightDecay(0), 10, 1 << 14, TOK.vocabSize());
              PointerScope scope = new PointerScope()) {
             double before = tr.sftLoss(b);
-            double ours = tr.sftBackward(b);
+            double ours = tr.sftBackward(TokenBatch.supervised(b));
             // reference: mean over trained tokens of −log_softmax(logits)[label], autograd
             Gathered g = gather(ref, b);
             Tensor lp = torch.log_softmax(g.logits(), -1).gather(1, Tensor.create(g.labels(), g.labels().length).unsqueeze(1));
@@ -150,7 +153,7 @@ class TrainerTest {
 
     @Test
     void microBatchesAddUpToTheWholeBatch() {
-        List<Sequence> b = withAdvantages(batch(), 3);
+        TokenBatch b = withAdvantages(batch(), 3);
         PolicyLossConfig[] cfgs = {PolicyLossConfig.grpoTcr(), PolicyLossConfig.builder().agg(LossAgg.SEQ_MEAN_TOKEN_MEAN).build(),
             PolicyLossConfig.builder().agg(LossAgg.SEQ_MEAN_TOKEN_SUM_NORM).build()};
         for (PolicyLossConfig cfg : cfgs) {
@@ -159,8 +162,8 @@ class TrainerTest {
                  Trainer split = new Trainer(p2, OptimConfig.adamW(1e-3), 10, 1, TOK.vocabSize());   // one sequence per micro-batch
                  PointerScope scope = new PointerScope()) {
                 assertEquals(1, Trainer.microBatches(b, 1 << 14).size());
-                assertEquals(b.size(), Trainer.microBatches(b, 1).size());
-                PolicyLossResult a = whole.policyBackward(b, cfg, null), c = split.policyBackward(b, cfg, null);
+                assertEquals(b.sequenceCount(), Trainer.microBatches(b, 1).size());
+                PolicyLossResult a = whole.policyBackward(b, cfg), c = split.policyBackward(b, cfg);
                 assertEquals(a.loss(), c.loss(), 1e-6, cfg.agg() + " loss");
                 assertEquals(a.tokens(), c.tokens(), 0);
                 double max = 0, scale = 0;
@@ -177,29 +180,23 @@ class TrainerTest {
     }
 
     /** Old log-probs = the policy's own (perturbed by up to ±0.4 so some ratios leave [1 − 0.2, 1 + 0.28] and are clipped), advantages ±1 per sequence. */
-    static List<Sequence> withAdvantages(List<Sequence> batch, long seed) {
+    static TokenBatch withAdvantages(List<Sequence> batch, long seed) {
         Random rnd = new Random(seed);
-        List<Sequence> out = new ArrayList<>();
+        TokenBatch b = TokenBatch.supervised(batch);
+        float[] old = new float[b.rows()], adv = new float[b.rows()];
         try (ReferencePolicy p = ReferencePolicy.create(CFG)) {
-            Trainer.Scores s = Trainer.score(p, batch, 1f, 1 << 14, TOK.vocabSize());
-            for (int i = 0; i < batch.size(); i++) {
-                Sequence q = batch.get(i);
-                float[] old = new float[q.length()], adv = new float[q.length()];
-                float a = i % 2 == 0 ? 1f : -1f;
-                for (int k = 0; k < q.length(); k++)
-                    if (q.mask()[k]) {
-                        old[k] = Math.min(0f, s.logprobs().get(i)[k] + (float) (0.8 * (rnd.nextDouble() - 0.5)));
-                        adv[k] = a;
-                    }
-                out.add(new Sequence(q.tokens(), q.mask(), old, adv));
+            float[] lp = Trainer.score(p, b, 1f, 1 << 14, TOK.vocabSize()).logprobs();
+            for (int k = 0; k < b.rows(); k++) {
+                old[k] = Math.min(0f, lp[k] + (float) (0.8 * (rnd.nextDouble() - 0.5)));
+                adv[k] = b.seqId()[k] % 2 == 0 ? 1f : -1f;
             }
         }
-        return out;
+        return new TokenBatch(b.sequences(), b.source(), b.seqId(), b.position(), b.label(), old, old, null, adv, b.weight(), null, null);
     }
 
     @Test
     void policyGradientEqualsEagerLossAutogradAndOneStepLowersTheLoss() {
-        List<Sequence> b = withAdvantages(batch(), 5);
+        TokenBatch b0 = withAdvantages(batch(), 5);
         PolicyLossConfig[] cfgs = {PolicyLossConfig.grpoTcr(), PolicyLossConfig.treeGrpo(), PolicyLossConfig.aepo(),
             PolicyLossConfig.builder().agg(LossAgg.SEQ_MEAN_TOKEN_MEAN).klType(KlType.K2).klCoef(0.05).entropyCoef(0.01).build()};
         for (PolicyLossConfig cfg : cfgs) {
@@ -207,25 +204,28 @@ class TrainerTest {
                  ReferencePolicy kl = ReferencePolicy.create(CFG.withSeed(99));
                  Trainer tr = new Trainer(p, OptimConfig.adamW(3e-3).withWeightDecay(0), 10, 64, TOK.vocabSize());
                  PointerScope scope = new PointerScope()) {
-                List<float[]> refLp = cfg.klType() == KlType.NONE ? null : Trainer.score(kl, b, 1f, 1 << 14, TOK.vocabSize()).logprobs();
-                PolicyLossResult before = tr.policyLoss(b, cfg, refLp);
-                PolicyLossResult ours = tr.policyBackward(b, cfg, refLp);
+                float[] refLp = cfg.klType() == KlType.NONE ? null : Trainer.score(kl, b0, 1f, 1 << 14, TOK.vocabSize()).logprobs();
+                TokenBatch b = refLp == null ? b0 : b0.withRefLogprobs(refLp);
+                PolicyLossResult before = tr.policyLoss(b, cfg);
+                PolicyLossResult ours = tr.policyBackward(b, cfg);
                 assertEquals(before.loss(), ours.loss(), 1e-6);
 
                 // reference: the whole batch's rows in one eager loss, autograd through the full forward
-                Gathered g = gather(ref, b);
+                Gathered g = gather(ref, batch());
                 int n = g.labels().length;
+                assertEquals(b.rows(), n, "the token batch has one row per trained token, in sequence and position order");
                 float[] old = new float[n], adv = new float[n], mask = new float[n], refRow = new float[n];
                 long[] seq = new long[n];
                 for (int k = 0; k < n; k++) {
-                    Sequence s = b.get(g.seq()[k]);
-                    old[k] = s.oldLogprobs()[g.pos()[k]];
-                    adv[k] = s.advantages()[g.pos()[k]];
+                    assertEquals(g.seq()[k], b.seqId()[k]);
+                    assertEquals(g.pos()[k], b.position()[k]);
+                    old[k] = b.old()[k];
+                    adv[k] = b.advantage()[k];
                     mask[k] = 1f;
                     seq[k] = g.seq()[k];
-                    if (refLp != null) refRow[k] = refLp.get(g.seq()[k])[g.pos()[k]];
+                    if (refLp != null) refRow[k] = refLp[k];
                 }
-                Tensor loss = TorchPolicyLoss.eagerLoss(cfg, g.logits(), Tensor.create(g.labels(), n), Tensor.create(old, n), Tensor.create(adv, n),
+                Tensor loss = EagerPolicyLoss.loss(cfg, g.logits(), Tensor.create(g.labels(), n), Tensor.create(old, n), Tensor.create(adv, n),
                         Tensor.create(mask, n), refLp == null ? null : Tensor.create(refRow, n), Tensor.create(seq, n), Float.NEGATIVE_INFINITY);
                 loss.backward();
                 assertEquals(values(loss)[0], ours.loss(), 1e-5, cfg.clipMode() + "/" + cfg.agg() + " loss");
@@ -235,8 +235,8 @@ class TrainerTest {
                     assertTrue(ours.clipFracHigh() + ours.clipFracLow() > 0, "the ±0.4 perturbation clips some tokens");
                 tr.zeroGrad();
 
-                tr.policyStep(b, cfg, refLp);
-                PolicyLossResult after = tr.policyLoss(b, cfg, refLp);
+                tr.policyStep(b, cfg);
+                PolicyLossResult after = tr.policyLoss(b, cfg);
                 System.out.printf("%s/%s on the fixed batch: %.4f -> %.4f after one step (lr 3e-3)%n", cfg.clipMode(), cfg.agg(), before.loss(),
                         after.loss());
                 assertTrue(after.loss() < before.loss() - 0.02, cfg.clipMode() + ": one step lowers the loss: " + before.loss() + " -> " + after.loss());
@@ -255,12 +255,14 @@ class TrainerTest {
         assertEquals(1e-3, OptimConfig.adamW(1e-3).lrAt(1000, 10), 0);      // constant
         assertThrows(IllegalArgumentException.class, () -> OptimConfig.adamW(0));
         assertThrows(IllegalArgumentException.class, () -> Sequence.sft(new int[] {1, 2}, new boolean[] {true, false}));
-        assertThrows(IllegalArgumentException.class, () -> new Sequence(new int[] {1, 2}, new boolean[] {false, true}, new float[] {0, 0.5f}, null));
+        IllegalArgumentException bad = assertThrows(IllegalArgumentException.class, () -> new TokenBatch(List.of(new int[] {1, 2}), new int[] {0},
+                new int[] {0}, new int[] {1}, new int[] {2}, null, new float[] {0.5f}, null, new float[] {1f}, new float[] {1f}, null, null));
+        assertTrue(bad.getMessage().contains("old[0] = 0.5"), bad.getMessage());
         try (ReferencePolicy p = ReferencePolicy.create(CFG); Trainer tr = new Trainer(p, OptimConfig.adamW(1e-3), 1, 64, TOK.vocabSize())) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                    () -> tr.policyStep(batch(), PolicyLossConfig.treeGrpo(), null));
+                    () -> tr.policyStep(TokenBatch.supervised(batch()), PolicyLossConfig.treeGrpo()));
             assertTrue(e.getMessage().contains("KL"), e.getMessage());
-            e = assertThrows(IllegalArgumentException.class, () -> tr.policyStep(batch(), PolicyLossConfig.grpoTcr(), null));
+            e = assertThrows(IllegalArgumentException.class, () -> tr.policyStep(TokenBatch.supervised(batch()), PolicyLossConfig.grpoTcr()));
             assertTrue(e.getMessage().contains("old log-probs"), e.getMessage());
         }
     }

@@ -1,4 +1,4 @@
-package ai.arbor.train.task;
+package ai.arbor.task;
 
 import java.util.List;
 

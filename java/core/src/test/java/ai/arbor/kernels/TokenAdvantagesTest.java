@@ -1,17 +1,12 @@
-package ai.arbor.advantage;
+package ai.arbor.kernels;
 
-import ai.arbor.testing.Gpu;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.arbor.bindings.ArborCpu;
-import ai.arbor.kernels.Backend;
-import ai.arbor.kernels.CudaBuffer;
-import ai.arbor.kernels.DType;
-import ai.arbor.kernels.Kernels;
-import ai.arbor.kernels.MemRef;
+import ai.arbor.testing.Gpu;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Random;
@@ -127,7 +122,7 @@ class TokenAdvantagesTest {
 
     @Test
     void matchesJavaReferenceOverRandomBatches() {
-        long seed = AdvantagesTest.seed();
+        long seed = ai.arbor.testing.Seeds.seed();
         System.out.println("TokenAdvantagesTest.matchesJavaReferenceOverRandomBatches seed=" + seed);
         Random rnd = new Random(seed);
         double worst = 0;
@@ -143,14 +138,14 @@ class TokenAdvantagesTest {
     @Test
     void nativeDoubleReferenceEqualsJavaReference() {
         // the C++ reference is the GPU harness's oracle (cuda-kernels/test/check_advantages.cu): tie it to this one
-        long seed = AdvantagesTest.seed();
+        long seed = ai.arbor.testing.Seeds.seed();
         System.out.println("TokenAdvantagesTest.nativeDoubleReferenceEqualsJavaReference seed=" + seed);
         Random rnd = new Random(seed);
         for (int trial = 0; trial < 30; trial++) {
             Batch b = Batch.random(rnd, 1 + rnd.nextInt(30), 1 + rnd.nextInt(60));
             TokenShaping s = randomShaping(rnd);
             double[] adv = toDouble(b.adv), h = toDouble(b.entropy);
-            TokenAdvantages.Reference ref = TokenAdvantages.reference(adv, b.ids, b.seqLen, b.mask, h, b.post, s);
+            TokenAdvantagesReference.Result ref = TokenAdvantagesReference.compute(adv, b.ids, b.seqLen, b.mask, h, b.post, s);
             int n = ref.advantages().length;
             double[] out = new double[n], stats = new double[8];
             long[] ids = null;
@@ -170,7 +165,7 @@ class TokenAdvantagesTest {
 
     @Test
     void bitwiseIdenticalForEveryThreadCount() {
-        long seed = AdvantagesTest.seed();
+        long seed = ai.arbor.testing.Seeds.seed();
         System.out.println("TokenAdvantagesTest.bitwiseIdenticalForEveryThreadCount seed=" + seed);
         Random rnd = new Random(seed);
         // ≈ 150k tokens: several 16k-token chunks, so 2+ threads really split the reductions
@@ -290,13 +285,13 @@ class TokenAdvantagesTest {
 
     @Test
     void topCountRoundsProductsThatAreIntegers() {
-        assertEquals(2, TokenAdvantages.topCount(0.2, 10));
-        assertEquals(3, TokenAdvantages.topCount(0.3, 10));
-        assertEquals(3, TokenAdvantages.topCount(0.21, 10));
-        assertEquals(1, TokenAdvantages.topCount(0.001, 10));
-        assertEquals(10, TokenAdvantages.topCount(1.0, 10));
-        assertEquals(0, TokenAdvantages.topCount(0.5, 0));
-        assertEquals(2, TokenAdvantages.topCount((float) 0.2, 10), "q given as a float still counts 2 of 10");
+        assertEquals(2, TokenAdvantagesReference.topCount(0.2, 10));
+        assertEquals(3, TokenAdvantagesReference.topCount(0.3, 10));
+        assertEquals(3, TokenAdvantagesReference.topCount(0.21, 10));
+        assertEquals(1, TokenAdvantagesReference.topCount(0.001, 10));
+        assertEquals(10, TokenAdvantagesReference.topCount(1.0, 10));
+        assertEquals(0, TokenAdvantagesReference.topCount(0.5, 0));
+        assertEquals(2, TokenAdvantagesReference.topCount((float) 0.2, 10), "q given as a float still counts 2 of 10");
     }
 
     @Test
@@ -317,7 +312,7 @@ class TokenAdvantagesTest {
     @Test
     void cudaKernelEqualsCpuKernel() {
         Gpu.assume(Backend.CUDA.isAvailable(), Backend.CUDA::unavailableReason);
-        long seed = AdvantagesTest.seed();
+        long seed = ai.arbor.testing.Seeds.seed();
         System.out.println("TokenAdvantagesTest.cudaKernelEqualsCpuKernel seed=" + seed);
         Random rnd = new Random(seed);
         for (int trial = 0; trial < 10; trial++) {
@@ -333,7 +328,7 @@ class TokenAdvantagesTest {
                         mask.ref(), h.ref(), post.ref(), s, out.ref(), stats.ref(), 0);
                 float[] got = new float[n];
                 out.copyTo(got);
-                TokenAdvantages.Reference ref = TokenAdvantages.reference(toDouble(b.adv), b.ids, b.seqLen, b.mask,
+                TokenAdvantagesReference.Result ref = TokenAdvantagesReference.compute(toDouble(b.adv), b.ids, b.seqLen, b.mask,
                         toDouble(b.entropy), b.post, s);
                 for (int t = 0; t < n; t++)
                     if (!(Math.abs(cpu.advantages()[t] - got[t]) <= tolerance(ref, b, s, t)))
@@ -407,7 +402,7 @@ class TokenAdvantagesTest {
     }
 
     /** 1e-6 · |A| · (1 + |coef · Ĥ|) for token t (0 for masked tokens: exact zeros required). */
-    static double tolerance(TokenAdvantages.Reference ref, Batch b, TokenShaping s, int t) {
+    static double tolerance(TokenAdvantagesReference.Result ref, Batch b, TokenShaping s, int t) {
         if (!b.mask[t]) return 0.0;
         int seq = b.ids != null ? b.ids[t] : t / b.seqLen;
         double hHat = Double.isFinite(ref.stats().entropyMean()) ? Math.abs((b.entropy[t] - ref.stats().entropyMean()) * ref.stats().scale()) : 0;
@@ -417,7 +412,7 @@ class TokenAdvantagesTest {
     /** Asserts kernel = reference (tolerance above; counts and τ exactly); returns the worst error / tolerance. */
     static double assertReferenceAgrees(float[] adv, int[] ids, int seqLen, boolean[] mask, float[] h, boolean[] post,
                                         TokenShaping s, TokenAdvantages.Result r) {
-        TokenAdvantages.Reference ref = TokenAdvantages.reference(toDouble(adv), ids, seqLen, mask, h == null ? null : toDouble(h), post, s);
+        TokenAdvantagesReference.Result ref = TokenAdvantagesReference.compute(toDouble(adv), ids, seqLen, mask, h == null ? null : toDouble(h), post, s);
         Batch b = new Batch();
         b.adv = adv;
         b.ids = ids;

@@ -1,16 +1,18 @@
-package ai.arbor.train;
+package ai.arbor.generate;
 
+import ai.arbor.kernels.SamplingParams;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.arbor.rollout.CharTokenizer;
 import ai.arbor.rollout.FinishReason;
 import ai.arbor.rollout.Generation;
+import ai.arbor.rollout.GenerationLimits;
 import ai.arbor.rollout.GenerationRequest;
 import ai.arbor.rollout.OpenAiCompatibleGenerator;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.TokenContext;
 import ai.arbor.torch.model.CpuThreads;
 import ai.arbor.torch.model.PolicyConfig;
@@ -58,12 +60,13 @@ class CompletionServerTest {
     @Test
     void httpGeneratorGetsTheLocalGeneratorsTokensAndLogprobs() throws Exception {
         int[] prompt = TOK.encode("Q: 417*38\n");
-        SamplingParams p = SamplingParams.defaults().withTemperature(1.0).withMaxNewTokens(24).withTopLogprobs(5);
+        SamplingParams d = SamplingParams.temperature(1f);
+        GenerationLimits p = GenerationLimits.defaults().withMaxNewTokens(24).withTopLogprobs(5);
         try (OpenAiCompatibleGenerator http = OpenAiCompatibleGenerator.builder().baseUrl(server.baseUrl())
                 .model("tiny").vocabSize(TOK.vocabSize()).build()) {
-            Generation viaHttp = http.generate(new GenerationRequest(TokenContext.of(prompt), p, 1234)).get();
+            Generation viaHttp = http.generate(new GenerationRequest(TokenContext.of(prompt), d, p, 1234)).get();
             // the client sends seed mod 2^31 - 1: the same seed locally gives the same draw
-            Generation direct = local.generate(new GenerationRequest(TokenContext.of(prompt), p, 1234)).get();
+            Generation direct = local.generate(new GenerationRequest(TokenContext.of(prompt), d, p, 1234)).get();
             assertArrayEquals(direct.tokens(), viaHttp.tokens());
             assertArrayEquals(direct.logprobs(), viaHttp.logprobs());
             assertEquals(direct.finishReason(), viaHttp.finishReason());
@@ -74,10 +77,17 @@ class CompletionServerTest {
             // stop strings: the client asks for the stop string to be included
             String text = TOK.decode(direct.tokens());
             String stop = text.substring(3, 5);
-            Generation stopped = http.generate(new GenerationRequest(TokenContext.of(prompt), p.withStopStrings(List.of(stop)), 1234)).get();
+            Generation stopped = http.generate(new GenerationRequest(TokenContext.of(prompt), d, p.withStopStrings(List.of(stop)), 1234)).get();
             assertEquals(FinishReason.STOP_STRING, stopped.finishReason());
             assertEquals(stop, stopped.stopString());
             assertTrue(TOK.decode(stopped.tokens()).endsWith(stop));
+            // min-p travels as min_p: the server draws what the local generator draws with it, which is not the
+            // untruncated draw (so the equality says the value arrived)
+            SamplingParams m = d.withMinP(0.9f);
+            int[] minPHttp = http.generate(new GenerationRequest(TokenContext.of(prompt), m, p, 1234)).get().tokens();
+            int[] minPLocal = local.generate(new GenerationRequest(TokenContext.of(prompt), m, p, 1234)).get().tokens();
+            assertArrayEquals(minPLocal, minPHttp);
+            assertFalse(java.util.Arrays.equals(minPLocal, direct.tokens()), "min-p 0.9 changes the draw");
         }
     }
 

@@ -1,9 +1,9 @@
-package ai.arbor.train.task;
+package ai.arbor.task;
 
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.reward.AnswerChecker;
 import ai.arbor.reward.MathGrader;
 import ai.arbor.rollout.AgentConfig;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.ToolProvider;
 import ai.arbor.sandbox.PythonSandbox;
 import ai.arbor.sandbox.SandboxSession;
@@ -128,7 +128,7 @@ final class ArithTraining implements TrainingTask {
     /** 3 turns, 2 tool calls, 160 tokens per turn, 320 response tokens, observations up to 64 tokens. */
     @Override
     public AgentConfig agentConfig(SamplingParams sampling) {
-        return AgentConfig.builder().sampling(sampling.withMaxNewTokens(160)).maxTurns(3).maxToolCalls(2).maxResponseTokens(320)
+        return AgentConfig.builder().sampling(sampling).maxNewTokens(160).maxTurns(3).maxToolCalls(2).maxResponseTokens(320)
                 .maxObservationTokens(64).toolTimeout(Duration.ofSeconds(30)).build();
     }
 

@@ -1,17 +1,18 @@
-package ai.arbor.train;
+package ai.arbor.generate;
 
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rollout.FinishReason;
 import ai.arbor.rollout.Generation;
 import ai.arbor.rollout.GenerationException;
+import ai.arbor.rollout.GenerationLimits;
 import ai.arbor.rollout.GenerationRequest;
 import ai.arbor.rollout.Generator;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.StopStrings;
 import ai.arbor.rollout.TokenContext;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.torch.TorchSampler;
-import ai.arbor.torch.model.DecodeBatch;
 import ai.arbor.torch.TorchTensors;
+import ai.arbor.torch.model.DecodeBatch;
 import ai.arbor.torch.model.ReferencePolicy;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -282,25 +283,28 @@ public final class LocalGenerator implements Generator {
         Tensor logits = stepLogits == null ? admitLogits
                 : admitLogits == null ? stepLogits : torch.cat(new TensorVector(stepLogits, admitLogits), 0);
         int n = rows.size();
-        float[] temps = new float[n], topPs = new float[n];
+        float[] temps = new float[n], topPs = new float[n], minPs = new float[n];
         int[] topKs = new int[n];
         long[] keys = new long[n], steps = new long[n];
+        boolean anyMinP = false;
         for (int i = 0; i < n; i++) {
             Active a = rows.get(i);
-            SamplingParams p = a.request.params();
-            temps[i] = (float) p.temperature();
-            topPs[i] = (float) p.topP();
+            SamplingParams p = a.request.sampling();
+            anyMinP |= p.minP() > 0;
+            temps[i] = p.temperature();
+            topPs[i] = p.topP();
+            minPs[i] = p.minP();
             topKs[i] = p.topK();
             keys[i] = a.request.seed();
             steps[i] = a.n;
         }
-        TorchSampler.Sample s = TorchSampler.sample(logits, ai.arbor.kernels.SamplingParams.temperature(1f), 0L, 0L,
+        TorchSampler.Sample s = TorchSampler.sample(logits, SamplingParams.temperature(1f), 0L, 0L,
                 Tensor.create(keys, n), Tensor.create(steps, n), Tensor.create(temps, n), Tensor.create(topKs, n),
-                Tensor.create(topPs, n), null, null, tokenizer.vocabSize());
+                Tensor.create(topPs, n), anyMinP ? Tensor.create(minPs, n) : null, null, tokenizer.vocabSize());
         long[] tok = TorchTensors.hostLongs(s.tokens());   // host copies: the policy may be on CUDA
         float[] lp = TorchTensors.hostFloats(s.logprob()), h = TorchTensors.hostFloats(s.entropy());
         int kmax = 0;
-        for (Active a : rows) kmax = Math.max(kmax, a.request.params().topLogprobs());
+        for (Active a : rows) kmax = Math.max(kmax, a.request.limits().topLogprobs());
         if (kmax > 0) topLogprobs(logits, rows, temps, Math.min(kmax, tokenizer.vocabSize()));
         List<Active> cont = new ArrayList<>(n);
         List<Integer> contTokens = new ArrayList<>(n);
@@ -447,7 +451,7 @@ public final class LocalGenerator implements Generator {
         new org.bytedeco.javacpp.LongPointer(idx.data_ptr()).capacity(iv.length).get(iv);
         for (int i = 0; i < n; i++) {
             Active a = rows.get(i);
-            int want = Math.min(a.request.params().topLogprobs(), k);
+            int want = Math.min(a.request.limits().topLogprobs(), k);
             if (want == 0) continue;
             if (a.topIds == null) {
                 a.topIds = new ArrayList<>();
@@ -466,7 +470,7 @@ public final class LocalGenerator implements Generator {
 
     /** Completes {@code a} if its last token ends it; true when it did. */
     private boolean finishIfDone(Active a) {
-        SamplingParams p = a.request.params();
+        GenerationLimits p = a.request.limits();
         int last = a.out[a.n - 1];
         FinishReason reason = null;
         String stop = null;

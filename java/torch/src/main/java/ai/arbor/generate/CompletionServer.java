@@ -1,10 +1,11 @@
-package ai.arbor.train;
+package ai.arbor.generate;
 
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rollout.FinishReason;
 import ai.arbor.rollout.Generation;
 import ai.arbor.rollout.GenerationException;
+import ai.arbor.rollout.GenerationLimits;
 import ai.arbor.rollout.GenerationRequest;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.TokenContext;
 import ai.arbor.rollout.Tokenizer;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -35,7 +36,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * as a fleet of vLLM servers. Concurrent requests are decoded in one batch by the generator.
  *
  * <p>Request fields: {@code prompt} (a string, or a list of token ids), {@code max_tokens} (default 16),
- * {@code temperature} (default 1), {@code top_p}, {@code top_k} (−1 or 0 = off), {@code seed},
+ * {@code temperature} (default 1), {@code top_p}, {@code top_k} (−1 or 0 = off), {@code min_p} (0 = off), {@code seed},
  * {@code stop} (string or list), {@code stop_token_ids}, {@code logprobs} (top-k alternatives per
  * token, 0–20; the sampled token's logprob is always returned), {@code return_tokens_as_token_ids}
  * (tokens as {@code "token_id:N"}), {@code include_stop_str_in_output} (default false, as vLLM),
@@ -161,6 +162,7 @@ public final class CompletionServer implements AutoCloseable {
         int maxTokens = intField(b, "max_tokens", 16);
         double temperature = b.path("temperature").asDouble(1.0);
         double topP = b.path("top_p").asDouble(1.0);
+        double minP = b.path("min_p").asDouble(0.0);
         int topK = intField(b, "top_k", -1);
         int logprobs = b.hasNonNull("logprobs") ? intField(b, "logprobs", 0) : 0;
         boolean ids = b.path("return_tokens_as_token_ids").asBoolean(false);
@@ -177,12 +179,14 @@ public final class CompletionServer implements AutoCloseable {
         JsonNode sti = b.get("stop_token_ids");
         if (sti != null && sti.isArray()) for (JsonNode x : sti) stopIds.add(x.asInt());
         SamplingParams p;
+        GenerationLimits l;
         try {
-            p = new SamplingParams(temperature, topP, topK < 0 ? 0 : topK, maxTokens, stops, stopIds, logprobs);
+            p = new SamplingParams((float) temperature, topK < 0 ? 0 : topK, (float) topP, (float) minP);
+            l = new GenerationLimits(maxTokens, stops, stopIds, logprobs);
         } catch (IllegalArgumentException e) {
             throw new BadRequest(e.getMessage());
         }
-        LocalGenerator.Detailed d = generator.generateDetailed(new GenerationRequest(TokenContext.of(prompt), p, seed))
+        LocalGenerator.Detailed d = generator.generateDetailed(new GenerationRequest(TokenContext.of(prompt), p, l, seed))
                 .get(requestTimeout.toMillis(), TimeUnit.MILLISECONDS);
         return response(prompt.length, d, ids, includeStop);
     }

@@ -1,5 +1,6 @@
-package ai.arbor.train;
+package ai.arbor.generate;
 
+import ai.arbor.kernels.SamplingParams;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -11,8 +12,8 @@ import ai.arbor.rollout.CharTokenizer;
 import ai.arbor.rollout.FinishReason;
 import ai.arbor.rollout.Generation;
 import ai.arbor.rollout.GenerationException;
+import ai.arbor.rollout.GenerationLimits;
 import ai.arbor.rollout.GenerationRequest;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.TokenContext;
 import ai.arbor.torch.model.CpuThreads;
 import ai.arbor.torch.model.PolicyConfig;
@@ -60,15 +61,19 @@ class LocalGeneratorTest {
         return g.generate(r).get();
     }
 
-    static SamplingParams params(double t, int max) {
-        return SamplingParams.defaults().withTemperature(t).withMaxNewTokens(max);
+    static SamplingParams temp(double t) {
+        return SamplingParams.temperature((float) t);
+    }
+
+    static GenerationLimits limits(int max) {
+        return GenerationLimits.defaults().withMaxNewTokens(max);
     }
 
     @Test
     void greedyDecodingEqualsArgmaxOfFullRecomputationWithExactLogprobAndEntropy() throws Exception {
         int[] prompt = TOK.encode("Q: 12*34\n");
         try (LocalGenerator g = new LocalGenerator(policy, TOK, LocalGenerator.Options.defaults())) {
-            Generation out = run(g, new GenerationRequest(TokenContext.of(prompt), params(0, 12), 7));
+            Generation out = run(g, new GenerationRequest(TokenContext.of(prompt), temp(0), limits(12), 7));
             assertEquals(12, out.length());
             assertEquals(FinishReason.LENGTH, out.finishReason());
             int[] seq = prompt.clone();
@@ -94,7 +99,7 @@ class LocalGeneratorTest {
     @Test
     void sampledTokensDependOnlyOnTheRequestNotOnTheBatch() throws Exception {
         int[] prompt = TOK.encode("Compute 2+2:");
-        GenerationRequest r = new GenerationRequest(TokenContext.of(prompt), params(1.0, 20), 42);
+        GenerationRequest r = new GenerationRequest(TokenContext.of(prompt), temp(1.0), limits(20), 42);
         int[] alone;
         try (LocalGenerator g = new LocalGenerator(policy, TOK, LocalGenerator.Options.defaults())) {
             alone = run(g, r).tokens();
@@ -102,10 +107,10 @@ class LocalGeneratorTest {
         try (LocalGenerator g = new LocalGenerator(policy, TOK, LocalGenerator.Options.defaults())) {
             List<CompletableFuture<Generation>> fs = new ArrayList<>();
             for (int i = 0; i < 9; i++)
-                fs.add(g.generate(new GenerationRequest(TokenContext.of(TOK.encode("other prompt " + i)), params(1.0, 5 + i), i)));
-            CompletableFuture<Generation> mine = g.generate(new GenerationRequest(TokenContext.of(prompt), params(1.0, 20), 42));
+                fs.add(g.generate(new GenerationRequest(TokenContext.of(TOK.encode("other prompt " + i)), temp(1.0), limits(5 + i), i)));
+            CompletableFuture<Generation> mine = g.generate(new GenerationRequest(TokenContext.of(prompt), temp(1.0), limits(20), 42));
             for (int i = 0; i < 4; i++)  // same context: shares the prefill
-                fs.add(g.generate(new GenerationRequest(TokenContext.of(prompt), params(1.0, 20), 100 + i)));
+                fs.add(g.generate(new GenerationRequest(TokenContext.of(prompt), temp(1.0), limits(20), 100 + i)));
             assertArrayEquals(alone, mine.get().tokens());
             for (var f : fs) f.get();
         }
@@ -118,17 +123,17 @@ class LocalGeneratorTest {
         LocalGenerator.Stats st;
         Generation first;
         try (LocalGenerator g = new LocalGenerator(policy, TOK, LocalGenerator.Options.defaults())) {
-            first = run(g, new GenerationRequest(root, params(1.0, 10), 1));
+            first = run(g, new GenerationRequest(root, temp(1.0), limits(10), 1));
             // the next turn: generated tokens + an observation appended (as the agent loop does)
             TokenContext next = root.extend(first.tokens()).extend(TOK.encode("<result>56</result>"));
-            second = run(g, new GenerationRequest(next, params(1.0, 10), 2)).tokens();
+            second = run(g, new GenerationRequest(next, temp(1.0), limits(10), 2)).tokens();
             st = g.stats();
         }
         assertTrue(st.reusedTokens() >= root.length() + first.length() - 1,
                 "the second turn reused the first turn's cache: " + st);
         try (LocalGenerator fresh = new LocalGenerator(policy, TOK, new LocalGenerator.Options(8, 0, 16, 64))) {
             TokenContext next = TokenContext.of(root.extend(first.tokens()).extend(TOK.encode("<result>56</result>")).toArray());
-            assertArrayEquals(second, run(fresh, new GenerationRequest(next, params(1.0, 10), 2)).tokens(),
+            assertArrayEquals(second, run(fresh, new GenerationRequest(next, temp(1.0), limits(10), 2)).tokens(),
                     "cached and recomputed prefixes give the same tokens");
         }
     }
@@ -138,17 +143,17 @@ class LocalGeneratorTest {
         try (LocalGenerator g = new LocalGenerator(policy, TOK, LocalGenerator.Options.defaults())) {
             // stop on whatever the greedy output's 3rd token is, as a stop id and as a string
             int[] prompt = TOK.encode("abc");
-            Generation free = run(g, new GenerationRequest(TokenContext.of(prompt), params(0, 6), 0));
+            Generation free = run(g, new GenerationRequest(TokenContext.of(prompt), temp(0), limits(6), 0));
             int third = free.tokens()[2];
             Generation byId = run(g, new GenerationRequest(TokenContext.of(prompt),
-                    params(0, 6).withStopTokenIds(List.of(third)), 0));
+                    temp(0), limits(6).withStopTokenIds(List.of(third)), 0));
             int firstAt = 0;
             while (free.tokens()[firstAt] != third) firstAt++;
             assertEquals(firstAt + 1, byId.length());
             assertEquals(FinishReason.STOP_TOKEN, byId.finishReason());
             String text = TOK.decode(free.tokens());
             String stop = text.substring(1, 3);
-            Generation byString = run(g, new GenerationRequest(TokenContext.of(prompt), params(0, 6).withStopStrings(List.of(stop)), 0));
+            Generation byString = run(g, new GenerationRequest(TokenContext.of(prompt), temp(0), limits(6).withStopStrings(List.of(stop)), 0));
             assertEquals(FinishReason.STOP_STRING, byString.finishReason());
             assertEquals(stop, byString.stopString());
             assertTrue(TOK.decode(byString.tokens()).endsWith(stop));
@@ -156,12 +161,12 @@ class LocalGeneratorTest {
             int[] tooLong = new int[policy.config().maxSeq()];
             Arrays.fill(tooLong, 10);
             ExecutionException e = assertThrows(ExecutionException.class,
-                    () -> g.generate(new GenerationRequest(TokenContext.of(tooLong), params(1, 4), 0)).get());
+                    () -> g.generate(new GenerationRequest(TokenContext.of(tooLong), temp(1), limits(4), 0)).get());
             assertInstanceOf(GenerationException.class, e.getCause());
             assertTrue(e.getCause().getMessage().contains("maxSeq"), e.getCause().getMessage());
             // generation never runs past maxSeq
             int[] nearEnd = Arrays.copyOf(tooLong, policy.config().maxSeq() - 3);
-            assertEquals(3, run(g, new GenerationRequest(TokenContext.of(nearEnd), params(1, 50), 0)).length());
+            assertEquals(3, run(g, new GenerationRequest(TokenContext.of(nearEnd), temp(1), limits(50), 0)).length());
             g.invalidate();
             assertTrue(g.heldContexts().isEmpty());
         }

@@ -1,4 +1,4 @@
-package ai.arbor.train.task;
+package ai.arbor.task;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;

@@ -1,9 +1,9 @@
-package ai.arbor.train.task;
+package ai.arbor.task;
 
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.reward.AnswerChecker;
 import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.Prompt;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.TagToolCallFormat;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.rollout.ToolCallFormat;

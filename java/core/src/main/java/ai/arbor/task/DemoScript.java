@@ -1,4 +1,4 @@
-package ai.arbor.train.task;
+package ai.arbor.task;
 
 /**
  * The policy's side of one demonstration, turn by turn. The agent loop runs the real tools between the

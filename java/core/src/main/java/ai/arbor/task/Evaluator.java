@@ -1,16 +1,16 @@
-package ai.arbor.train;
+package ai.arbor.task;
 
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.Generator;
 import ai.arbor.rollout.Prompt;
 import ai.arbor.rollout.RolloutBatch;
 import ai.arbor.rollout.RolloutEngine;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.rollout.ToolCallRecord;
 import ai.arbor.rollout.Trajectory;
-import ai.arbor.train.task.Problem;
-import ai.arbor.train.task.TrainingTask;
+import ai.arbor.task.Problem;
+import ai.arbor.task.TrainingTask;
 import ai.arbor.tree.ChainRollout;
 import ai.arbor.tree.TreeGroup;
 import java.util.ArrayList;
@@ -57,15 +57,17 @@ public final class Evaluator {
     /**
      * Evaluates {@code problems}.
      *
-     * @param temperature 0 for greedy decoding (then one sample per problem)
+     * @param sampling    the distribution (a greedy one, temperature 0, gives one sample per problem)
      * @param samples     answers per problem when sampling
      */
-    public static Result evaluate(TrainingTask task, Tokenizer tokenizer, Generator generator, List<Problem> problems, double temperature,
-                                  int samples, long seed, int toolThreads) {
+    public static Result evaluate(TrainingTask task, Tokenizer tokenizer, Generator generator, List<Problem> problems,
+                                  SamplingParams sampling, int samples, long seed, int toolThreads) {
         if (problems.isEmpty()) throw new IllegalArgumentException("no problems to evaluate");
-        int k = temperature == 0 ? 1 : Math.max(1, samples);
+        if (sampling == null) throw new IllegalArgumentException("sampling must not be null");
+        double temperature = sampling.temperature();
+        int k = sampling.isGreedy() ? 1 : Math.max(1, samples);
         long t0 = System.nanoTime();
-        AgentConfig agent = task.agentConfig(SamplingParams.defaults().withTemperature(temperature));
+        AgentConfig agent = task.agentConfig(sampling);
         List<Prompt> prompts = new ArrayList<>();
         for (Problem p : problems) prompts.add(task.prompt(p, tokenizer));
         RolloutBatch<TreeGroup> batch;
@@ -90,7 +92,7 @@ public final class Evaluator {
                 if (examples.size() < 6) examples.add(p.id() + (ok ? " [correct] " : " [wrong] ") + task.promptText(p).strip() + " -> " + text);
             }
         }
-        String decoding = temperature == 0 ? "greedy" : String.format(Locale.ROOT, "τ=%.2g, %d samples", temperature, k);
+        String decoding = sampling.isGreedy() ? "greedy" : String.format(Locale.ROOT, "τ=%.2g, %d samples", temperature, k);
         return new Result(decoding, (double) correct / answers, (double) withTool / answers, (double) calls / answers,
                 calls == 0 ? 0 : (double) failed / calls, (double) length / answers, answers, (System.nanoTime() - t0) / 1e9, List.copyOf(examples));
     }

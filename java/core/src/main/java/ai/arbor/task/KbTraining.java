@@ -1,9 +1,9 @@
-package ai.arbor.train.task;
+package ai.arbor.task;
 
+import ai.arbor.kernels.SamplingParams;
 import ai.arbor.reward.AnswerChecker;
 import ai.arbor.reward.QaGrader;
 import ai.arbor.rollout.AgentConfig;
-import ai.arbor.rollout.SamplingParams;
 import ai.arbor.rollout.ToolProvider;
 import ai.arbor.tools.SearchTool;
 import java.time.Duration;
@@ -81,7 +81,7 @@ final class KbTraining implements TrainingTask {
     /** 4 turns, 3 tool calls, 64 tokens per turn, 448 response tokens, observations up to 160 tokens. */
     @Override
     public AgentConfig agentConfig(SamplingParams sampling) {
-        return AgentConfig.builder().sampling(sampling.withMaxNewTokens(64)).maxTurns(4).maxToolCalls(3).maxResponseTokens(448)
+        return AgentConfig.builder().sampling(sampling).maxNewTokens(64).maxTurns(4).maxToolCalls(3).maxResponseTokens(448)
                 .maxObservationTokens(160).toolTimeout(Duration.ofSeconds(30)).build();
     }
 

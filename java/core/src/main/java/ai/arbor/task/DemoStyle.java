@@ -1,4 +1,4 @@
-package ai.arbor.train.task;
+package ai.arbor.task;
 
 /**
  * Kinds of cold-start demonstration. The mix is chosen so that the SFT policy uses its tool only

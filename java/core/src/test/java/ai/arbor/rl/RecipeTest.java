@@ -1,4 +1,4 @@
-package ai.arbor.train;
+package ai.arbor.rl;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.arbor.advantage.AdvantageEstimator;
 import ai.arbor.advantage.DegenerateGroupFilter;
-import ai.arbor.advantage.TokenShaping;
+import ai.arbor.kernels.TokenShaping;
 import ai.arbor.advantage.ToolAwareFilter;
 import ai.arbor.kernels.ClipMode;
 import ai.arbor.kernels.KlType;
@@ -19,8 +19,8 @@ import ai.arbor.reward.RewardFunction;
 import ai.arbor.reward.TrajectorySummary;
 import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.Budget;
-import ai.arbor.rollout.SamplingParams;
-import ai.arbor.train.task.TrainingTask;
+import ai.arbor.kernels.SamplingParams;
+import ai.arbor.task.TrainingTask;
 import ai.arbor.tree.AepoRollout;
 import ai.arbor.tree.ArpoRollout;
 import ai.arbor.tree.BranchRule;
@@ -40,7 +40,7 @@ class RecipeTest {
     static void tasks() {
         arith = TrainingTask.create("arith", 1, 10, 5);
         kb = TrainingTask.create("kb", 1, 10, 5);
-        arithAgent = arith.agentConfig(SamplingParams.defaults());
+        arithAgent = arith.agentConfig(SamplingParams.temperature(1f));
     }
 
     @AfterAll
@@ -57,7 +57,7 @@ class RecipeTest {
         if (kl != KlType.NONE) assertEquals(beta, c.klCoef(), 0);
         assertEquals(LossAgg.TOKEN_MEAN, c.agg());
         assertEquals(0.0, c.entropyCoef(), 0);
-        assertEquals(0.7, c.temperature(), 0, "the loss uses the rollout temperature");
+        assertEquals((double) 0.7f, c.temperature(), 0, "the loss uses the rollout temperature");
     }
 
     static TrajectorySummary said(String text, int calls, int tokens) {
@@ -68,13 +68,13 @@ class RecipeTest {
     void grpo() {
         Recipe r = Recipe.GRPO;
         assertEquals(Recipe.Kind.POLICY_GRADIENT, r.kind());
-        assertInstanceOf(ChainRollout.class, r.strategy(0, Budget.UNLIMITED));
-        assertEquals("chains(n=8)", r.strategy(0, Budget.UNLIMITED).name());
+        assertInstanceOf(ChainRollout.class, r.strategy(Budget.UNLIMITED));
+        assertEquals("chains(n=8)", r.strategy(Budget.UNLIMITED).name());
         assertEquals(AdvantageEstimator.GRPO, r.estimator());
         assertEquals(TokenShaping.broadcast(), r.shaping());
-        assertLoss(r.loss(0.7), ClipMode.PPO, 0.2, 0.2, KlType.K3, 0.001);
+        assertLoss(r.withSampling(SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.2, KlType.K3, 0.001);
         assertTrue(r.filters().isEmpty());
-        RewardFunction f = r.reward(arith, arithAgent);
+        RewardFunction f = r.reward().reward(arith, arithAgent);
         assertInstanceOf(OutcomeReward.class, f);
         assertEquals(1.0, f.reward(said("\\boxed{12}", 0, 10), List.of("12")), 0);
         assertEquals(0.0, f.reward(said("\\boxed{13}", 3, 10), List.of("12")), 0);
@@ -83,10 +83,10 @@ class RecipeTest {
     @Test
     void grpoTcrAndTaoRl() {
         for (Recipe r : List.of(Recipe.GRPO_TCR, Recipe.TAO_RL)) {
-            assertEquals("chains(n=8)", r.strategy(0, Budget.UNLIMITED).name());
+            assertEquals("chains(n=8)", r.strategy(Budget.UNLIMITED).name());
             assertEquals(AdvantageEstimator.GRPO, r.estimator());
-            assertLoss(r.loss(0.7), ClipMode.PPO, 0.2, 0.28, KlType.NONE, 0);
-            RewardFunction f = r.reward(arith, arithAgent);
+            assertLoss(r.withSampling(SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.28, KlType.NONE, 0);
+            RewardFunction f = r.reward().reward(arith, arithAgent);
             // 1 if correct, else min(−0.6, −1 + 0.1·calls); DAPO overlong with L_max 320, buffer 64: 0 up to 256 tokens
             assertEquals(1.0, f.reward(said("\\boxed{12}", 1, 100), List.of("12")), 1e-12);
             assertEquals(-1.0, f.reward(said("\\boxed{13}", 0, 100), List.of("12")), 1e-12);
@@ -107,44 +107,44 @@ class RecipeTest {
     @Test
     void treeGrpo() {
         Recipe r = Recipe.TREE_GRPO;
-        TreeGrpoRollout s = (TreeGrpoRollout) r.strategy(0, Budget.UNLIMITED);
+        TreeGrpoRollout s = (TreeGrpoRollout) r.strategy(Budget.UNLIMITED);
         assertEquals(new TreeGrpoRollout.Config(2, 2, 1, 3, Budget.UNLIMITED), s.config());   // M, N, L, K
         Budget b = new Budget(600, 6);
-        assertEquals(new TreeGrpoRollout.Config(4, 2, 0, 0, b), ((TreeGrpoRollout) r.strategy(12, b)).config(),
+        assertEquals(new TreeGrpoRollout.Config(4, 2, 0, 0, b), ((TreeGrpoRollout) r.withTrajectoriesPerPrompt(12).strategy(b)).config(),
                 "with a budget: iterate until it is spent, keep every leaf");
         assertEquals(AdvantageEstimator.TREE_GRPO, r.estimator());
         assertEquals(TokenShaping.broadcast(), r.shaping());
-        PolicyLossConfig c = r.loss(0.7);
+        PolicyLossConfig c = r.withSampling(SamplingParams.temperature(0.7f)).loss();
         assertLoss(c, ClipMode.DUAL_CLIP, 0.2, 0.2, KlType.K3, 0.001);
         assertEquals(3.0, c.dualClipC(), 0);
         // QA: exact match with format terms 1 / 0.8 / 0.2 / 0.1 (well-formed = calls with results, then one answer)
-        RewardFunction f = r.reward(kb, kb.agentConfig(SamplingParams.defaults()));
+        RewardFunction f = r.reward().reward(kb, kb.agentConfig(SamplingParams.temperature(1f)));
         String ok = "<search>Bo Ka</search> <result>\nDoc 1(Title: Bo Ka) Bo Ka works at Zu Corp.\n</result><answer>Zu Corp</answer>";
         assertEquals(1.0, f.reward(said(ok, 1, 50), List.of("Zu Corp")), 1e-12);
         assertEquals(0.2, f.reward(said(ok, 1, 50), List.of("Lomi")), 1e-12);
         assertEquals(0.8, f.reward(said("<search>Bo</search><answer>Zu Corp</answer>", 1, 50), List.of("Zu Corp")), 1e-12);
         assertEquals(0.1, f.reward(said("<search>Bo</search><answer>Lomi</answer>", 1, 50), List.of("Zu Corp")), 1e-12);
         assertEquals(0.0, f.reward(said("no answer", 0, 50), List.of("Zu Corp")), 1e-12);
-        assertInstanceOf(OutcomeReward.class, r.reward(arith, arithAgent), "math: outcome 1/0");
+        assertInstanceOf(OutcomeReward.class, r.reward().reward(arith, arithAgent), "math: outcome 1/0");
     }
 
     @Test
     void arpoAndAepo() {
-        ArpoRollout arpo = (ArpoRollout) Recipe.ARPO.strategy(0, Budget.UNLIMITED);
+        ArpoRollout arpo = (ArpoRollout) Recipe.ARPO.strategy(Budget.UNLIMITED);
         assertEquals(ArpoRollout.Config.defaults(), arpo.config());
         assertEquals(16, arpo.config().paths());
         assertEquals(8, arpo.config().initialPaths());
         assertEquals(1, arpo.config().branchesPerEvent());
         assertEquals(BranchRule.arpoCode(), arpo.config().rule());
-        assertLoss(Recipe.ARPO.loss(0.7), ClipMode.PPO, 0.2, 0.2, KlType.NONE, 0);
+        assertLoss(Recipe.ARPO.withSampling(SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.2, KlType.NONE, 0);
         assertEquals(TokenShaping.broadcast(), Recipe.ARPO.shaping());
 
-        AepoRollout aepo = (AepoRollout) Recipe.AEPO.strategy(0, Budget.UNLIMITED);
+        AepoRollout aepo = (AepoRollout) Recipe.AEPO.strategy(Budget.UNLIMITED);
         assertEquals(AepoRollout.Config.defaults(), aepo.config());
         assertEquals(16, aepo.config().paths());
         assertEquals(AepoRollout.SplitRule.CODE, aepo.config().splitRule());
         assertEquals(0.5, aepo.config().splitBeta(), 0);
-        PolicyLossConfig c = Recipe.AEPO.loss(0.7);
+        PolicyLossConfig c = Recipe.AEPO.withSampling(SamplingParams.temperature(0.7f)).loss();
         assertLoss(c, ClipMode.AEPO_STOP_GRADIENT, 0.2, 0.2, KlType.NONE, 0);
         assertEquals(1.0, c.aepoTopEntropyFraction(), 0, "the stop-gradient clip on every token (released code)");
         assertEquals(TokenShaping.Mode.AEPO, Recipe.AEPO.shaping().mode());
@@ -152,21 +152,21 @@ class RecipeTest {
         assertEquals(AdvantageEstimator.GRPO, Recipe.AEPO.estimator());
 
         Budget b = Budget.tokens(500);
-        assertEquals(b, ((AepoRollout) Recipe.AEPO.strategy(8, b)).config().budget());
-        assertEquals(64, ((AepoRollout) Recipe.AEPO.strategy(8, b)).config().paths(), "with a budget the path count is only a cap");
-        assertEquals(b, ((ArpoRollout) Recipe.ARPO.strategy(8, b)).config().budget());
+        assertEquals(b, ((AepoRollout) Recipe.AEPO.withTrajectoriesPerPrompt(8).strategy(b)).config().budget());
+        assertEquals(64, ((AepoRollout) Recipe.AEPO.withTrajectoriesPerPrompt(8).strategy(b)).config().paths(), "with a budget the path count is only a cap");
+        assertEquals(b, ((ArpoRollout) Recipe.ARPO.withTrajectoriesPerPrompt(8).strategy(b)).config().budget());
     }
 
     @Test
     void supervisedRecipesAndNames() {
         assertFalse(Recipe.SFT.samples());
-        assertThrows(IllegalStateException.class, () -> Recipe.SFT.strategy(0, Budget.UNLIMITED));
+        assertThrows(IllegalStateException.class, () -> Recipe.SFT.strategy(Budget.UNLIMITED));
         assertEquals(Recipe.Kind.REJECTION_SAMPLING, Recipe.RFT.kind());
-        assertEquals("chains(n=8)", Recipe.RFT.strategy(0, Budget.UNLIMITED).name());
-        for (Recipe r : Recipe.values()) assertEquals(r, Recipe.byName(r.cliName()));
+        assertEquals("chains(n=8)", Recipe.RFT.strategy(Budget.UNLIMITED).name());
+        for (Recipe r : Recipe.values()) assertEquals(r, Recipe.byName(r.name()));
         assertEquals(Recipe.TREE_GRPO, Recipe.byName(" Tree_GRPO "));
         assertEquals(List.of("sft", "rft", "grpo", "grpo-tcr", "tree-grpo", "arpo", "aepo", "tao-rl"),
-                java.util.Arrays.stream(Recipe.values()).map(Recipe::cliName).toList());
+                Recipe.values().stream().map(Recipe::name).toList());
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Recipe.byName("ppo"));
         assertTrue(e.getMessage().contains("tree-grpo"), e.getMessage());
     }

@@ -1,4 +1,4 @@
-package ai.arbor.advantage;
+package ai.arbor.kernels;
 
 import java.util.LinkedHashMap;
 import java.util.Map;

@@ -1,0 +1,238 @@
+package ai.arbor.rl;
+
+import ai.arbor.advantage.AdvantageEstimator;
+import ai.arbor.advantage.DegenerateGroupFilter;
+import ai.arbor.advantage.ToolAwareFilter;
+import ai.arbor.advantage.TrajectoryFilter;
+import ai.arbor.kernels.KlType;
+import ai.arbor.kernels.PolicyLossConfig;
+import ai.arbor.kernels.SamplingParams;
+import ai.arbor.kernels.TokenShaping;
+import ai.arbor.reward.OutcomeReward;
+import ai.arbor.reward.OverlongShaping;
+import ai.arbor.reward.QaFormatReward;
+import ai.arbor.reward.QaGrader;
+import ai.arbor.reward.RewardFunction;
+import ai.arbor.reward.ToolCallReward;
+import ai.arbor.rollout.AgentConfig;
+import ai.arbor.rollout.Budget;
+import ai.arbor.rollout.RolloutStrategy;
+import ai.arbor.task.TrainingTask;
+import ai.arbor.tree.AepoRollout;
+import ai.arbor.tree.ArpoRollout;
+import ai.arbor.tree.ChainRollout;
+import ai.arbor.tree.TreeGroup;
+import ai.arbor.tree.TreeGrpoRollout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * A training method as one value (docs/algorithms.md §6): everything it decides — how it samples rollouts,
+ * how rewards become sequence advantages, which trajectories its filters drop, how advantages are shaped
+ * per token, which clipped loss it optimizes, which reward it uses, how many trajectories per prompt, how
+ * many mini-batches per step, the sampling distribution, and how many samples rejection sampling keeps. The
+ * step ({@link StepPipeline}, the trainer in arbor-torch) reads every decision from here; adding a method adds
+ * a constant, not a case elsewhere.
+ *
+ * <p>The loss's temperature is the sampler's: the constructor sets {@code loss.temperature()} from
+ * {@code sampling}, so the trained log-probs are those of the distribution the tokens were drawn from
+ * (docs/algorithms.md §1, §10). Change it with {@link #withSampling}, never on the loss.
+ *
+ * @param name                  command-line name ({@code tree-grpo})
+ * @param kind                  what it trains with
+ * @param rollouts              the rollout strategy for n trajectories per prompt and a budget
+ * @param estimator             sequence advantages (unused by the supervised kinds)
+ * @param shaping               token-level shaping of the advantages
+ * @param filters               trajectory filters applied after the advantages (empty: keep everything)
+ * @param loss                  the clipped loss (its temperature is {@code sampling}'s)
+ * @param reward                the reward on a task
+ * @param trajectoriesPerPrompt n (chains: n; ARPO/AEPO: the path budget; Tree-GRPO: M = n / 3 trees of K = 3); 0 for SFT
+ * @param miniBatches           optimizer steps per pass over a step's batch
+ * @param sampling              the distribution rollouts, sampled evaluation and the loss use
+ * @param keepPerPrompt         rejection sampling: the most correct samples kept per prompt, shortest first; 0 for
+ *                              the other kinds
+ */
+public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimator estimator, TokenShaping shaping,
+                     List<TrajectoryFilter> filters, PolicyLossConfig loss, Rewards reward, int trajectoriesPerPrompt,
+                     int miniBatches, SamplingParams sampling, int keepPerPrompt) {
+
+    /** What a recipe trains with. */
+    public enum Kind {
+        /** Cross entropy on demonstrations. */
+        SUPERVISED,
+        /** Cross entropy on the policy's own correct samples. */
+        REJECTION_SAMPLING,
+        /** A clipped policy-gradient loss on rollouts. */
+        POLICY_GRADIENT
+    }
+
+    /** A rollout strategy for {@code n} trajectories per prompt under a per-prompt {@code budget}. */
+    @FunctionalInterface
+    public interface Rollouts {
+        RolloutStrategy<TreeGroup> strategy(int n, Budget budget);
+    }
+
+    /** A reward on a task (the agent's limits set e.g. the overlong shaping's L_max). */
+    @FunctionalInterface
+    public interface Rewards {
+        RewardFunction reward(TrainingTask task, AgentConfig agent);
+    }
+
+    public Recipe {
+        if (name == null || name.isBlank()) throw new IllegalArgumentException("a recipe needs a name, got '" + name + "'");
+        if (kind == null || estimator == null || shaping == null || loss == null || reward == null || sampling == null)
+            throw new IllegalArgumentException(name + ": kind, estimator, shaping, loss, reward and sampling are required");
+        if (kind != Kind.SUPERVISED && rollouts == null) throw new IllegalArgumentException(name + " samples: rollouts are required");
+        filters = filters == null ? List.of() : List.copyOf(filters);
+        if (trajectoriesPerPrompt < 0 || (kind != Kind.SUPERVISED && trajectoriesPerPrompt < 1))
+            throw new IllegalArgumentException(name + ": trajectoriesPerPrompt must be >= 1, got " + trajectoriesPerPrompt);
+        if (miniBatches < 1) throw new IllegalArgumentException(name + ": miniBatches must be >= 1, got " + miniBatches);
+        if (kind == Kind.REJECTION_SAMPLING ? keepPerPrompt < 1 : keepPerPrompt != 0)
+            throw new IllegalArgumentException(name + ": keepPerPrompt must be " + (kind == Kind.REJECTION_SAMPLING ? ">= 1" : "0 (it is rejection sampling's)")
+                    + ", got " + keepPerPrompt);
+        if (kind == Kind.POLICY_GRADIENT && sampling.isGreedy())
+            throw new IllegalArgumentException(name + " trains on sampled tokens: the sampling temperature must be > 0, got "
+                    + sampling.temperature());
+        // the loss scores tokens under the distribution they were sampled from (docs/algorithms.md §10)
+        if (!sampling.isGreedy() && loss.temperature() != sampling.temperature())
+            loss = loss.toBuilder().temperature(sampling.temperature()).build();
+    }
+
+    /** τ = 1, no truncation: the behaviour log-probs are then the trainer's own function of the logits (§10). */
+    static final SamplingParams RL_SAMPLING = SamplingParams.temperature(1f);
+
+    private static Recipe pg(String name, Rollouts rollouts, AdvantageEstimator est, TokenShaping shaping, List<TrajectoryFilter> filters,
+                             PolicyLossConfig loss, Rewards reward, int n) {
+        return new Recipe(name, Kind.POLICY_GRADIENT, rollouts, est, shaping, filters, loss, reward, n, 1, RL_SAMPLING, 0);
+    }
+
+    private static final Rollouts CHAINS = ChainRollout::new;
+    private static final Rewards OUTCOME = (task, agent) -> OutcomeReward.of(task.checker());
+    /** GRPO-TCR's tool-call term plus DAPO's overlong shaping (L_max = the response budget, buffer L_max / 5). */
+    private static final Rewards TOOL_CALL_OVERLONG = (task, agent) -> ToolCallReward.grpoTcr(task.checker())
+            .plus(OverlongShaping.dapo(agent.maxResponseTokens(), Math.max(1, agent.maxResponseTokens() / 5)));
+
+    /**
+     * Supervised cold start (CoRT, Li et al. 2025, arXiv 2506.09820; docs/algorithms.md §11): cross entropy on
+     * synthetic demonstrations, including CoRT's hint-engineered ones; no rollouts.
+     */
+    public static final Recipe SFT = new Recipe("sft", Kind.SUPERVISED, null, AdvantageEstimator.GRPO, TokenShaping.broadcast(),
+            List.of(), PolicyLossConfig.defaults(), OUTCOME, 0, 1, RL_SAMPLING, 0);
+
+    /**
+     * Rejection-sampling fine-tuning (CoRT §3, docs/algorithms.md §11): n = 8 chains per prompt, keep the correct
+     * ones with no failed tool call, per prompt the shortest two, and fine-tune on them with cross entropy; the
+     * outcome reward 1/0 for the selection.
+     */
+    public static final Recipe RFT = new Recipe("rft", Kind.REJECTION_SAMPLING, CHAINS, AdvantageEstimator.GRPO,
+            TokenShaping.broadcast(), List.of(), PolicyLossConfig.defaults(), OUTCOME, 8, 1, RL_SAMPLING, 2);
+
+    /**
+     * GRPO (Shao et al. 2024, arXiv 2402.03300) as configured in verl: n = 8 chains; A = (R − μ_g)/(σ_g + 1e-6); PPO
+     * clip 0.2/0.2; k3 KL to the reference with β = 0.001 (verl's {@code kl_loss_coef}; the paper used 0.04);
+     * token-mean; outcome reward 1/0.
+     */
+    public static final Recipe GRPO = pg("grpo", CHAINS, AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(),
+            PolicyLossConfig.builder().klType(KlType.K3).klCoef(0.001).build(), OUTCOME, 8);
+
+    /**
+     * GRPO-TCR (Yu et al. 2025): token-mean, clip-higher 0.2/0.28, no KL, DAPO's overlong shaping and the
+     * tool-call reward (1 if correct, else min(−0.6, −1 + 0.1·tool_calls)); n = 8 chains.
+     */
+    public static final Recipe GRPO_TCR = pg("grpo-tcr", CHAINS, AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(),
+            PolicyLossConfig.grpoTcr(), TOOL_CALL_OVERLONG, 8);
+
+    /**
+     * Tree-GRPO (Ji et al. 2025, arXiv 2509.21240): M = n / 3 trees, N = 2 expansions per iteration, L = 1 iteration,
+     * K = 3 leaves per tree (with a budget: expansions until it is spent, every leaf kept); A = GRPO(intra-tree) +
+     * GRPO(inter-tree); dual-clip c = 3, ε 0.2; k3 β = 0.001; QA tasks: its EM-with-format table (1 / 0.8 / 0.2 /
+     * 0.1), math: the outcome 1/0; n = 6.
+     */
+    public static final Recipe TREE_GRPO = pg("tree-grpo", (n, budget) -> new TreeGrpoRollout(budget.unlimited()
+                    ? new TreeGrpoRollout.Config(Math.max(1, n / 3), 2, 1, 3, Budget.UNLIMITED)
+                    : new TreeGrpoRollout.Config(Math.max(1, n / 3), 2, 0, 0, budget)),
+            AdvantageEstimator.TREE_GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.treeGrpo(),
+            (task, agent) -> task.questionAnswering() ? new QaFormatReward(QaGrader.standard(), task.wellFormed(), 1, 0.2, 0.1)
+                    : OutcomeReward.of(task.checker()), 6);
+
+    /**
+     * ARPO (Dong et al. 2025, arXiv 2507.19849): entropy-adaptive branching after tool calls, n = 16 paths of which
+     * n / 2 global samples (with a budget: 8·n paths at most); GRPO; PPO 0.2; no KL; token-mean; outcome reward.
+     */
+    public static final Recipe ARPO = pg("arpo", (n, budget) -> new ArpoRollout(ArpoRollout.Config.defaults()
+                    .withPaths(budget.unlimited() ? n : 8 * n, Math.max(1, n / 2)).withBudget(budget)),
+            AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.defaults(), OUTCOME, 16);
+
+    /**
+     * AEPO (Dong et al. 2025, arXiv 2510.14545): entropy pre-monitoring splits n = 16 paths (with a budget: 8·n at
+     * most) with the consecutive-branching penalty; the stop-gradient clip on every token; entropy-aware advantage
+     * Ã = A·(1 + 0.2·Ĥ); GRPO; no KL; token-mean; outcome reward.
+     */
+    public static final Recipe AEPO = pg("aepo", (n, budget) -> new AepoRollout(AepoRollout.Config.defaults()
+                    .withPaths(budget.unlimited() ? n : 8 * n).withBudget(budget)),
+            AdvantageEstimator.GRPO, TokenShaping.aepo(), List.of(), PolicyLossConfig.aepo(), OUTCOME, 16);
+
+    /**
+     * TAO-RL (docs/algorithms.md §3, §6): GRPO-TCR plus the tool-aware filter, the degenerate-group filter (reward
+     * std &lt; 1e-3) and post-tool shaping Ã = A·(1 + 0.01·Ĥ) on the top 20 % by entropy of the tokens after a tool
+     * observation; n = 8 chains.
+     */
+    public static final Recipe TAO_RL = pg("tao-rl", CHAINS, AdvantageEstimator.GRPO, TokenShaping.taoRl(),
+            List.of(new ToolAwareFilter(), new DegenerateGroupFilter()), PolicyLossConfig.grpoTcr(), TOOL_CALL_OVERLONG, 8);
+
+    private static final List<Recipe> ALL = List.of(SFT, RFT, GRPO, GRPO_TCR, TREE_GRPO, ARPO, AEPO, TAO_RL);
+
+    /** Every built-in recipe, in the order of docs/algorithms.md §6. */
+    public static List<Recipe> values() {
+        return ALL;
+    }
+
+    /** By command-line name ({@code sft, rft, grpo, grpo-tcr, tree-grpo, arpo, aepo, tao-rl}); case and '-'/'_' ignored. */
+    public static Recipe byName(String name) {
+        if (name == null) throw new IllegalArgumentException("recipe name must not be null");
+        String n = name.trim().toLowerCase(Locale.ROOT).replace('_', '-');
+        for (Recipe r : ALL) if (r.name.equals(n)) return r;
+        List<String> all = new ArrayList<>();
+        for (Recipe r : ALL) all.add(r.name);
+        throw new IllegalArgumentException("unknown recipe '" + name + "'; one of " + String.join(", ", all));
+    }
+
+    /** True for recipes that sample rollouts. */
+    public boolean samples() {
+        return kind != Kind.SUPERVISED;
+    }
+
+    /** True when the loss has a KL term to a reference policy. */
+    public boolean needsReference() {
+        return kind == Kind.POLICY_GRADIENT && loss.klType() != KlType.NONE;
+    }
+
+    /** The rollout strategy for this recipe's n trajectories per prompt under {@code budget} (null: unlimited). */
+    public RolloutStrategy<TreeGroup> strategy(Budget budget) {
+        if (!samples()) throw new IllegalStateException(name + " samples no rollouts");
+        return rollouts.strategy(trajectoriesPerPrompt, budget == null ? Budget.UNLIMITED : budget);
+    }
+
+    /** This recipe with n trajectories per prompt ({@code n <= 0}: unchanged). */
+    public Recipe withTrajectoriesPerPrompt(int n) {
+        return n <= 0 || n == trajectoriesPerPrompt ? this
+                : new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, n, miniBatches, sampling, keepPerPrompt);
+    }
+
+    /** This recipe with {@code m} mini-batches per pass. */
+    public Recipe withMiniBatches(int m) {
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, m, sampling, keepPerPrompt);
+    }
+
+    /** This recipe sampling from {@code s}; its loss follows the temperature. */
+    public Recipe withSampling(SamplingParams s) {
+        if (s == null) throw new IllegalArgumentException(name + ": sampling must not be null");
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, s, keepPerPrompt);
+    }
+
+    @Override
+    public String toString() {
+        return name;
+    }
+}

@@ -1,0 +1,180 @@
+package ai.arbor.rl;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.arbor.kernels.LossAgg;
+import ai.arbor.kernels.SamplingParams;
+import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.rollout.Prompt;
+import ai.arbor.rollout.Termination;
+import ai.arbor.rollout.ToolCallRecord;
+import ai.arbor.rollout.ToolCallStatus;
+import ai.arbor.rollout.Trajectory;
+import ai.arbor.task.Problem;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The step from scores to the token batch without libtorch, against hand-computed batches: infrastructure
+ * masking, GRPO advantages, the filters, AEPO's shaping, the weights, the layout and its normalizers
+ * (docs/algorithms.md §2, §3, §6).
+ */
+class StepPipelineTest {
+    static final CharTokenizer TOK = CharTokenizer.ascii();
+    static final Prompt PROMPT = new Prompt("p", new int[] {1, 2}, "Q", Map.of());
+    static final Problem PROBLEM = new Problem("p", "Q", List.of("1"), List.of());
+
+    /** A trajectory of {@code tokens} (mask, log-prob −0.1·(q+1), entropy {@code h}, post-tool after an observation). */
+    static Trajectory traj(int tree, int[] tokens, boolean[] mask, float[] h, boolean[] post, List<ToolCallRecord> calls, Termination end) {
+        int n = tokens.length;
+        float[] lp = new float[n];
+        for (int q = 0; q < n; q++) lp[q] = -0.1f * (q + 1);
+        return new Trajectory(PROMPT, 0, tree, new int[0], tokens, mask, lp, h, new int[n], post, calls, List.of(), end);
+    }
+
+    static Scored scored(int group, Trajectory t, double reward) {
+        return new Scored(PROBLEM, group, t, t.infrastructureFailure() ? 0 : reward, reward > 0, t.infrastructureFailure());
+    }
+
+    static float[] ones(int n, float v) {
+        float[] a = new float[n];
+        java.util.Arrays.fill(a, v);
+        return a;
+    }
+
+    @Test
+    void grpoMasksInfrastructureFailuresAndLaysOutOneRowPerTrainedToken() {
+        ToolCallRecord infra = new ToolCallRecord(0, "python", "x", ToolCallStatus.INFRASTRUCTURE_ERROR, 0, "", null, false);
+        List<Scored> s = List.of(
+                scored(0, traj(0, new int[] {10, 11, 12}, new boolean[] {true, true, true}, ones(3, 1f), new boolean[3], List.of(), Termination.ANSWER), 1),
+                scored(0, traj(0, new int[] {10, 20, 21, 22}, new boolean[] {true, false, false, true}, ones(4, 1f), new boolean[] {false, false, false, true},
+                        List.of(), Termination.ANSWER), 0),
+                scored(0, traj(0, new int[] {30}, new boolean[] {true}, ones(1, 1f), new boolean[1], List.of(infra), Termination.ANSWER), 1));
+        StepPipeline.Prepared p = new StepPipeline(Recipe.GRPO, TOK).prepare(s);
+        // rewards (1, 0) over the two live trajectories: μ = 0.5, unbiased σ = √0.5, A = ±0.5/(√0.5 + 1e-6)
+        float a = (float) (0.5 / (Math.sqrt(0.5) + 1e-6));
+        assertEquals(a, p.sequenceAdvantages()[0], 1e-6f);
+        assertEquals(-a, p.sequenceAdvantages()[1], 1e-6f);
+        assertTrue(Float.isNaN(p.sequenceAdvantages()[2]), "the infrastructure failure is in neither the statistics nor the loss");
+        TokenBatch b = p.batch();
+        assertEquals(2, b.sequenceCount());
+        assertArrayEquals(new int[] {0, 1}, b.source());
+        assertArrayEquals(new int[] {1, 2, 10, 11, 12}, b.sequences().get(0));
+        assertArrayEquals(new int[] {0, 0, 0, 1, 1}, b.seqId());
+        assertArrayEquals(new int[] {2, 3, 4, 2, 5}, b.position(), "prompt of 2 tokens, the observation (3, 4) of sequence 1 untrained");
+        assertArrayEquals(new int[] {10, 11, 12, 10, 22}, b.label());
+        assertArrayEquals(new float[] {-0.1f, -0.2f, -0.3f, -0.1f, -0.4f}, b.behaviour());
+        assertArrayEquals(b.behaviour(), b.old(), "old = behaviour until recomputed");
+        assertArrayEquals(new float[] {a, a, a, -a, -a}, b.advantage(), 1e-6f);
+        assertArrayEquals(ones(5, 1f), b.weight());
+        assertArrayEquals(new boolean[] {false, false, false, false, true}, b.postTool());
+        assertEquals(5, b.normalizer(LossAgg.TOKEN_MEAN), 0);
+        assertEquals(2, b.normalizer(LossAgg.SEQ_MEAN_TOKEN_MEAN), 0);
+        assertEquals(4, b.normalizer(LossAgg.SEQ_MEAN_TOKEN_SUM_NORM), 0, "longest trained span: positions 2..5");
+        Map<String, Object> m = p.stats().metrics();
+        assertEquals(2, m.get("trained_sequences"));
+        assertEquals(5, m.get("trained_tokens"));
+        assertEquals((3 * a + 2 * a) / 5, (double) m.get("adv_abs_mean"), 1e-6);
+
+        TokenBatch second = b.select(new int[] {1});
+        assertArrayEquals(new int[] {0, 0}, second.seqId(), "a selected sequence is renumbered from 0");
+        assertArrayEquals(new int[] {2, 5}, second.position());
+        assertArrayEquals(new int[] {3, 4}, b.rowsOf(new int[] {1}));
+        assertEquals(4, second.normalizer(LossAgg.SEQ_MEAN_TOKEN_SUM_NORM), 0);
+    }
+
+    @Test
+    void taoRlFiltersToolFailuresAndDegenerateGroups() {
+        ToolCallRecord failed = new ToolCallRecord(0, "python", "x", ToolCallStatus.TOOL_ERROR, 0, "err", null, false);
+        boolean[] m2 = {true, true};
+        List<Scored> s = List.of(
+                scored(0, traj(0, new int[] {10, 11}, m2, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 1),
+                scored(0, traj(0, new int[] {10, 12}, m2, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 1),
+                scored(1, traj(0, new int[] {10, 13}, m2, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 1),
+                scored(1, traj(0, new int[] {10, 14}, m2, ones(2, 1f), new boolean[2], List.of(failed), Termination.ANSWER), 0));
+        StepPipeline.Prepared p = new StepPipeline(Recipe.TAO_RL, TOK).prepare(s);
+        // group 0 has equal rewards (degenerate: out); in group 1 the trajectory whose only call failed is out
+        assertArrayEquals(new int[] {2}, p.batch().source());
+        assertEquals(3, p.filter().excludedCount(), "three trajectories leave the loss");
+        float a = (float) (0.5 / (Math.sqrt(0.5) + 1e-6));
+        assertArrayEquals(new float[] {a, a}, p.batch().advantage(), 1e-6f, "no post-tool token: nothing shaped");
+    }
+
+    @Test
+    void aepoShapesEveryTokenByItsEntropy() {
+        boolean[] m = {true, true};
+        List<Scored> s = List.of(
+                scored(0, traj(0, new int[] {10, 11}, m, new float[] {1f, 2f}, new boolean[2], List.of(), Termination.ANSWER), 1),
+                scored(0, traj(0, new int[] {10, 12}, m, new float[] {3f, 4f}, new boolean[2], List.of(), Termination.ANSWER), 0));
+        TokenBatch b = new StepPipeline(Recipe.AEPO, TOK).prepare(s).batch();
+        // Ã = A·(1 + 0.2·(H − mean)/√(var + 1e-8)), mean 2.5, unbiased var 5/3 (docs/algorithms.md §3)
+        double a = 0.5 / (Math.sqrt(0.5) + 1e-6), sd = Math.sqrt(5.0 / 3 + 1e-8);
+        double[] h = {1, 2, 3, 4}, sign = {1, 1, -1, -1};
+        for (int k = 0; k < 4; k++) assertEquals(sign[k] * a * (1 + 0.2 * (h[k] - 2.5) / sd), b.advantage()[k], 1e-5, "row " + k);
+    }
+
+    @Test
+    void tokenBatchOfTrajectoriesIsTheRolloutsColumnsAndAMissingEntropyIsCountedAsZero() {
+        float nan = Float.NaN;
+        Trajectory withObs = traj(0, new int[] {10, 20, 21, 22}, new boolean[] {true, false, false, true}, new float[] {0.5f, nan, nan, 0.25f},
+                new boolean[] {false, false, false, true}, List.of(), Termination.ANSWER);
+        Trajectory noEntropy = traj(1, new int[] {30, 31}, new boolean[] {true, true}, new float[] {nan, nan}, new boolean[2], List.of(),
+                Termination.ANSWER);
+        TokenBatch b = TokenBatch.of(List.of(withObs, noEntropy));
+        assertArrayEquals(new int[] {0, 1}, b.source());
+        assertArrayEquals(new int[] {0, 0, 1, 1}, b.seqId());
+        assertArrayEquals(new int[] {2, 5, 2, 3}, b.position(), "the observation's tokens (3, 4) are context, not rows");
+        assertArrayEquals(new int[] {10, 22, 30, 31}, b.label());
+        assertArrayEquals(new float[] {-0.1f, -0.4f, -0.1f, -0.2f}, b.behaviour());
+        assertArrayEquals(new float[] {0.5f, 0.25f, 0f, 0f}, b.entropy(), "an unmasked NaN on the observation is never read");
+        assertArrayEquals(new boolean[] {false, true, false, false}, b.postTool());
+        assertArrayEquals(ones(4, 1f), b.weight());
+        assertEquals(null, b.advantage());
+        assertArrayEquals(new float[] {1, 2, 3, 4}, b.withAdvantages(new float[] {1, 2, 3, 4}).advantage());
+
+        // the pipeline builds the same rows and reports the two tokens whose entropy the backend did not give
+        StepPipeline.Prepared p = new StepPipeline(Recipe.GRPO, TOK).prepare(List.of(scored(0, withObs, 1), scored(0, noEntropy, 0)));
+        assertArrayEquals(b.position(), p.batch().position());
+        assertArrayEquals(b.entropy(), p.batch().entropy());
+        assertEquals(2, p.stats().entropyMissing());
+        assertEquals(2, p.stats().metrics().get("entropy_missing"));
+    }
+
+    @Test
+    void rejectionSamplingKeepsTheShortestCorrectSamplesWithoutFailedCalls() {
+        ToolCallRecord failed = new ToolCallRecord(0, "python", "x", ToolCallStatus.TOOL_ERROR, 0, "err", null, false);
+        List<Scored> s = List.of(
+                scored(0, traj(0, new int[] {10, 11, 12}, new boolean[] {true, true, true}, ones(3, 1f), new boolean[3], List.of(), Termination.ANSWER), 1),
+                scored(0, traj(0, new int[] {10}, new boolean[] {true}, ones(1, 1f), new boolean[1], List.of(failed), Termination.ANSWER), 1),
+                scored(0, traj(0, new int[] {10, 11}, new boolean[] {true, true}, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 1),
+                scored(0, traj(0, new int[] {13}, new boolean[] {true}, ones(1, 1f), new boolean[1], List.of(), Termination.ANSWER), 0),
+                scored(0, traj(0, new int[] {10, 11, 12, 13}, new boolean[] {true, true, true, true}, ones(4, 1f), new boolean[4], List.of(),
+                        Termination.ANSWER), 1));
+        assertEquals(2, Recipe.RFT.keepPerPrompt(), "CoRT keeps two per prompt");
+        TokenBatch b = new StepPipeline(Recipe.RFT, TOK).rejectionSample(s);
+        assertEquals(2, b.sequenceCount());
+        assertArrayEquals(new int[] {1, 2, 10, 11}, b.sequences().get(0), "shortest correct first");
+        assertArrayEquals(new int[] {1, 2, 10, 11, 12}, b.sequences().get(1));
+        assertEquals(5, b.rows());
+        IllegalStateException e = assertThrows(IllegalStateException.class, () -> new StepPipeline(Recipe.GRPO, TOK).rejectionSample(s));
+        assertTrue(e.getMessage().contains("grpo"), e.getMessage());
+    }
+
+    @Test
+    void aRecipeIsOneValueWhoseLossFollowsItsSampling() {
+        Recipe r = Recipe.GRPO.withSampling(SamplingParams.temperature(0.5f)).withTrajectoriesPerPrompt(4).withMiniBatches(2);
+        assertEquals(0.5, r.loss().temperature(), 0, "the loss's temperature is the sampler's");
+        assertEquals(4, r.trajectoriesPerPrompt());
+        assertEquals("chains(n=4)", r.strategy(null).name());
+        assertEquals(2, r.miniBatches());
+        assertEquals(Recipe.GRPO.loss().klType(), r.loss().klType());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Recipe.GRPO.withSampling(SamplingParams.greedy()));
+        assertTrue(e.getMessage().contains("0.0"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> Recipe.GRPO.withMiniBatches(0));
+        assertTrue(e.getMessage().contains("got 0"), e.getMessage());
+    }
+}

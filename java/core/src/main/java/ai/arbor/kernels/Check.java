@@ -248,9 +248,15 @@ public final class Check {
 
     /** All non-null refs live on {@code device}. */
     public static void sameDevice(Device device, String[] names, MemRef... refs) {
+        sameDevice(device, "the logits", names, refs);
+    }
+
+    /** All non-null refs live on {@code device}, where {@code deviceOf} (e.g. "logprob") lives. */
+    public static void sameDevice(Device device, String deviceOf, String[] names, MemRef... refs) {
         for (int i = 0; i < refs.length; i++)
             if (refs[i] != null && !refs[i].device().equals(device))
-                throw new IllegalArgumentException(names[i] + " is on " + refs[i].device() + " but the logits are on " + device);
+                throw new IllegalArgumentException(names[i] + " is on " + refs[i].device() + " but " + deviceOf + " "
+                        + (deviceOf.startsWith("the ") ? "are" : "is") + " on " + device);
     }
 
     /** Address of an optional ref (0 = NULL). */

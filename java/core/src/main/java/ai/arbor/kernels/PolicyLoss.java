@@ -295,6 +295,7 @@ public final class PolicyLoss {
         Device dev = logits.device();
         long ns = cfg.agg().needsSequences() ? in.numSeqs() : 0;
         checkNumSeqs(cfg, rows, ns);  // before the workspace is sized by it
+        Check.sameDevice(dev, new String[] {"mask", "gradLogits", "workspace"}, in.mask(), gradLogits, workspace);  // before it is allocated
         try (Scratch ws = Scratch.of(workspace, rows, ns, dev)) {
             Layout l = ws.layout;
             weights(cfg, rows, in.mask(), in.seqIds(), ns, ws.at(l.weights, 4 * rows), ws.at(l.counts, 32), ws.ref,
@@ -306,8 +307,9 @@ public final class PolicyLoss {
                     sel = ws.at(l.sel, 4 * rows);
                     TokenStats.forward(logits, null, null, (float) cfg.temperature(), null, null, sel, null, cudaStream);
                 }
-                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), readFloats(sel, rows, cudaStream),
-                        readFloats(in.mask(), rows, cudaStream));
+                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(),
+                        readFloats(in.selectEntropy() != null ? "selectEntropy" : "entropy", sel, rows, cudaStream),
+                        readFloats("mask", in.mask(), rows, cudaStream));
             }
             Inputs inSel = new Inputs(in.labels(), in.labelType(), in.oldLogprob(), in.advantages(), in.mask(),
                     in.refLogprob(), in.seqIds(), in.numSeqs(), sel);
@@ -331,6 +333,8 @@ public final class PolicyLoss {
         Device dev = logprob.device();
         long ns = cfg.agg().needsSequences() ? in.numSeqs() : 0;
         checkNumSeqs(cfg, rows, ns);  // before the workspace is sized by it
+        Check.sameDevice(dev, "logprob", new String[] {"entropy", "oldLogprob", "advantages", "mask", "gradLogprob", "gradEntropy",
+                "workspace"}, entropy, in.oldLogprob(), in.advantages(), in.mask(), gradLogprob, gradEntropy, workspace);
         try (Scratch ws = Scratch.of(workspace, rows, ns, dev)) {
             Layout l = ws.layout;
             weights(cfg, rows, in.mask(), in.seqIds(), ns, ws.at(l.weights, 4 * rows), ws.at(l.counts, 32), ws.ref,
@@ -341,8 +345,9 @@ public final class PolicyLoss {
                 if (sel == null)
                     throw new IllegalArgumentException("AEPO with aepoTopEntropyFraction " + cfg.aepoTopEntropyFraction()
                             + " < 1 needs entropy or selectEntropy");
-                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), readFloats(sel, rows, cudaStream),
-                        readFloats(in.mask(), rows, cudaStream));
+                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(),
+                        readFloats(in.selectEntropy() != null ? "selectEntropy" : "entropy", sel, rows, cudaStream),
+                        readFloats("mask", in.mask(), rows, cudaStream));
             }
             lossAsync(cfg, thr, rows, logprob, entropy, in, ws.at(l.weights, 4 * rows), gradLogprob, gradEntropy,
                     ws.at(l.sums, 72), ws.ref, cudaStream);
@@ -494,7 +499,7 @@ public final class PolicyLoss {
         Check.fitsOrNull("entropy", entropy, rows, DType.F32);
         Check.fitsOrNull("gradLogprob", gradLogprob, rows, DType.F32);
         Check.fitsOrNull("gradEntropy", gradEntropy, rows, DType.F32);
-        Check.sameDevice(dev, new String[] {"entropy", "gradLogprob", "gradEntropy"}, entropy, gradLogprob, gradEntropy);
+        Check.sameDevice(dev, "logprob", new String[] {"entropy", "gradLogprob", "gradEntropy"}, entropy, gradLogprob, gradEntropy);
         stageOverlaps(cfg, in, rows, false, weights, sumsOut, workspace).in("logprob", logprob, rows, DType.F32)
                 .in("entropy", entropy, rows, DType.F32).out("gradLogprob", gradLogprob, rows, DType.F32)
                 .out("gradEntropy", gradEntropy, rows, DType.F32).check();
@@ -729,10 +734,10 @@ public final class PolicyLoss {
     }
 
     /** {@code n} floats of {@code ref} (host or device; a device read waits for the stream). */
-    private static float[] readFloats(MemRef ref, long n, long stream) {
+    private static float[] readFloats(String name, MemRef ref, long n, long stream) {
         float[] out = new float[Math.toIntExact(n)];
         if (n == 0) return out;
-        Check.fits("values", ref, n, DType.F32);
+        Check.fits(name, ref, n, DType.F32);
         if (ref.device().isCuda()) {
             try (org.bytedeco.javacpp.FloatPointer h = new org.bytedeco.javacpp.FloatPointer(n)) {
                 Kernels.onCudaDevice(ref.device().index(), () -> {

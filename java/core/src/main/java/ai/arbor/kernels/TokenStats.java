@@ -143,8 +143,8 @@ public final class TokenStats {
      * (asynchronous; ignored for the CPU).
      *
      * @param labels    {@code rows} labels of {@code labelType} (I32 or I64); may be null when
-     *                  {@code logprob} is null. On the CPU a label outside [0, vocabLimit) on a valid
-     *                  row throws after the call (that row is NaN); on CUDA it gives a NaN row.
+     *                  {@code logprob} is null. In host memory a label outside [0, vocabLimit) on a valid
+     *                  row throws before the kernel runs, naming the row and value; on CUDA it gives a NaN row.
      * @param rowMask   {@code rows} bytes (0 = masked), or null
      * @param logprob   {@code rows} fp32 outputs, or null (likewise {@code entropy}, {@code lse})
      */

@@ -49,6 +49,7 @@ class NativeBoundaryFuzzTest {
     }
 
     final Map<String, Entry> entries = new LinkedHashMap<>();
+    final Map<String, Long> nanos = new java.util.TreeMap<>();
     FuzzHarness h;
     final boolean cuda = Backend.CUDA.isAvailable();
 
@@ -59,6 +60,26 @@ class NativeBoundaryFuzzTest {
         entries.put("TokenStats.backward(float[],int,int,int,int[],float,boolean[],float[],float[],float[],float[],float[])", r -> tsBwdArrays(r, false));
         entries.put("TokenStats.forward(LogitsView,MemRef,DType,float,MemRef,MemRef,MemRef,MemRef,long)", this::tsFwdMem);
         entries.put("TokenStats.backward(LogitsView,MemRef,DType,float,MemRef,MemRef,MemRef,MemRef,MemRef,MemRef,DType,long,long)", this::tsBwdMem);
+        entries.put("PolicyLoss.forwardBackward(PolicyLossConfig,float[],int,int,int[],float[],float[],float[],float[],int[],float[])", r -> plArrays(r, 0));
+        entries.put("PolicyLoss.forwardBackward(PolicyLossConfig,float[],int,int,int,int[],float[],float[],float[],float[],int[],float[],float[])", r -> plArrays(r, 1));
+        entries.put("PolicyLoss.forwardBackwardComposable(PolicyLossConfig,float[],int,int,int[],float[],float[],float[],float[],int[],float[])", r -> plArrays(r, 2));
+        entries.put("PolicyLoss.loss(PolicyLossConfig,float[],float[],float[],float[],float[],float[],int[],float[],float[],float[])", r -> plArrays(r, 3));
+        entries.put("PolicyLoss.workspaceBytes(long,long)", this::plWorkspace);
+        entries.put("PolicyLoss.forwardBackward(PolicyLossConfig,LogitsView,Inputs,MemRef,DType,long,RowOutputs,MemRef,long)", r -> plMem(r, 0));
+        entries.put("PolicyLoss.loss(PolicyLossConfig,long,MemRef,MemRef,Inputs,MemRef,MemRef,MemRef,long)", r -> plMem(r, 1));
+        entries.put("PolicyLoss.weights(PolicyLossConfig,long,MemRef,MemRef,long,MemRef,MemRef,MemRef,long)", r -> plMem(r, 2));
+        entries.put("PolicyLoss.forwardBackwardAsync(PolicyLossConfig,float,LogitsView,Inputs,MemRef,MemRef,DType,long,RowOutputs,MemRef,MemRef,long)", r -> plMem(r, 3));
+        entries.put("PolicyLoss.lossAsync(PolicyLossConfig,float,long,MemRef,MemRef,Inputs,MemRef,MemRef,MemRef,MemRef,MemRef,long)", r -> plMem(r, 4));
+        entries.put("Sampler.sample(float[],int,int,SamplingParams,long,long)", r -> sampleArrays(r, 0));
+        entries.put("Sampler.sample(float[],int,int,int,SamplingParams,long,long[],long[],boolean[])", r -> sampleArrays(r, 1));
+        entries.put("Sampler.sample(float[],int,int,int,SamplingParams[],long,long[],long[],boolean[])", r -> sampleArrays(r, 2));
+        entries.put("Sampler.sample(Batch,Outputs,long)", this::sampleMem);
+        entries.put("Sampler.uniform(long,long,long,long)", r -> noise(r, false));
+        entries.put("Sampler.gumbel(long,long,long,long)", r -> noise(r, true));
+        entries.put("TokenAdvantages.compute(float[],int[],boolean[],float[],boolean[],TokenShaping)", r -> advArrays(r, 0));
+        entries.put("TokenAdvantages.computeInto(float[],int[],boolean[],float[],boolean[],TokenShaping,float[])", r -> advArrays(r, 1));
+        entries.put("TokenAdvantages.computePadded(float[],int,boolean[],float[],boolean[],TokenShaping)", r -> advArrays(r, 2));
+        entries.put("TokenAdvantages.compute(MemRef,long,MemRef,DType,long,long,MemRef,MemRef,MemRef,TokenShaping,MemRef,MemRef,long)", this::advMem);
     }
 
     /** Public static methods of the kernel classes that reach native code, and those that do not (with why). */
@@ -97,17 +118,20 @@ class NativeBoundaryFuzzTest {
         List<String> names = new ArrayList<>(entries.keySet());
         long t0 = System.nanoTime();
         try {
-            for (long i = 0; i < CALLS; i++) {
+            for (long i = 0; h.total() < CALLS; i++) {  // CALLS calls that ran (a case that does not apply is redrawn)
                 Random r = h.caseRandom(i);
                 if (i % 1000 == 999) Kernels.forceScalarCpu(r.nextBoolean());  // both ISA paths
                 String name = names.get(r.nextInt(names.size()));
+                long c0 = System.nanoTime();
                 entries.get(name).run(r);
+                nanos.merge(name, System.nanoTime() - c0, Long::sum);
             }
         } finally {
             Kernels.forceScalarCpu(false);
         }
         long ms = (System.nanoTime() - t0) / 1_000_000;
         h.print("NativeBoundaryFuzzTest", ms);
+        if (Boolean.getBoolean("arbor.fuzz.profile")) nanos.forEach((k, v) -> System.out.printf("  %8d ms  %s%n", v / 1_000_000, k));
         assertEquals(entries.size(), h.counts().size(), "entries exercised: " + h.counts().keySet());
         h.counts().forEach((n, c) -> assertTrue(c[0] > 0 && c[1] > 0, n + " was not exercised with both valid and malformed calls"));
         assertTrue(ms < 45_000, "the fuzz run took " + ms + " ms; CI allows 60 s for both modules");
@@ -750,5 +774,879 @@ class NativeBoundaryFuzzTest {
                 h.close(e, "grad[" + row + ", " + j + "]", ref, h.getLogit(g, row * gs + j, gt), tol);
             }
         }
+    }
+
+    // =============================================================================================
+    // Sampling
+    // =============================================================================================
+
+    static SamplingParams randomParams(Random r) {
+        SamplingParams p = r.nextInt(4) == 0 ? SamplingParams.greedy() : SamplingParams.temperature(new float[] {0.7f, 1f, 1.5f}[r.nextInt(3)]);
+        if (r.nextInt(3) == 0) p = p.withTopK(1 + r.nextInt(5));
+        if (r.nextInt(3) == 0) p = p.withTopP(new float[] {0.5f, 0.9f, 1f}[r.nextInt(3)]);
+        if (r.nextInt(3) == 0) p = p.withMinP(new float[] {0f, 0.1f}[r.nextInt(2)]);
+        return p;
+    }
+
+    /** A SamplingParams construction with one bad value, and the fragment its message must contain. */
+    static Object[] badParams(Random r) {
+        return switch (r.nextInt(4)) {
+            case 0 -> {
+                float t = new float[] {Float.NaN, -1f, Float.POSITIVE_INFINITY, -Float.MIN_VALUE}[r.nextInt(4)];
+                yield new Object[] {(FuzzHarness.Call) () -> new SamplingParams(t, 0, 1f, 0f), "temperature must be finite and >= 0"};
+            }
+            case 1 -> {
+                int k = badNegative(r);
+                yield new Object[] {(FuzzHarness.Call) () -> new SamplingParams(1f, k, 1f, 0f), "topK must be >= 0 (0 = off), got " + k};
+            }
+            case 2 -> {
+                float p = new float[] {Float.NaN, 0f, -0.5f, 1.0001f, Float.POSITIVE_INFINITY}[r.nextInt(5)];
+                yield new Object[] {(FuzzHarness.Call) () -> new SamplingParams(1f, 0, p, 0f), "topP must be in (0, 1]"};
+            }
+            default -> {
+                float p = new float[] {Float.NaN, -0.1f, 1.5f}[r.nextInt(3)];
+                yield new Object[] {(FuzzHarness.Call) () -> new SamplingParams(1f, 0, 1f, p), "minP must be in [0, 1]"};
+            }
+        };
+    }
+
+    void sampleArrays(Random r, int form) {
+        String e = "Sampler.sample(arrays, " + new String[] {"uniform", "keyed", "per-row"}[form] + ")";
+        int[] rows = {r.nextInt(5)}, vocab = {1 + r.nextInt(r.nextBoolean() ? 5 : 40)};
+        int[] limit = {form == 0 ? vocab[0] : 1 + r.nextInt(vocab[0])};
+        float[][] x = {new float[rows[0] * vocab[0]]};
+        for (int i = 0; i < x[0].length; i++) x[0][i] = logit(r);
+        SamplingParams[] p = {randomParams(r)};
+        SamplingParams[][] rp = {new SamplingParams[rows[0]]};
+        for (int i = 0; i < rows[0]; i++) rp[0][i] = randomParams(r);
+        long seed = r.nextLong();
+        long[] step = {r.nextInt(1000)};
+        long[][] keys = {new long[rows[0]]}, steps = {new long[rows[0]]};
+        for (int i = 0; i < rows[0]; i++) {
+            keys[0][i] = r.nextLong();
+            steps[0][i] = r.nextInt(100);
+        }
+        boolean[][] mask = {form > 0 && r.nextBoolean() ? new boolean[rows[0]] : null};
+        if (mask[0] != null) for (int i = 0; i < rows[0]; i++) mask[0][i] = r.nextInt(4) != 0;
+        SampleResult[] out = {null};
+        FuzzHarness.Call call = () -> out[0] = switch (form) {
+            case 0 -> Sampler.sample(x[0], rows[0], vocab[0], p[0], seed, step[0]);
+            case 1 -> Sampler.sample(x[0], rows[0], vocab[0], limit[0], p[0], seed, keys[0], steps[0], mask[0]);
+            default -> Sampler.sample(x[0], rows[0], vocab[0], limit[0], rp[0], seed, keys[0], steps[0], mask[0]);
+        };
+        int k = r.nextInt(4) == 0 ? -1 : r.nextInt(9);
+        switch (k) {
+            case -1 -> {
+                h.legal(e, "valid", call);
+                checkSamples(e, x[0], rows[0], vocab[0], limit[0], form == 2 ? rp[0] : null, p[0], mask[0], out[0]);
+            }
+            case 0 -> {
+                if (form == 2) {
+                    if (rows[0] == 0) return;
+                    int row = r.nextInt(rows[0]);
+                    rp[0][row] = null;
+                    h.mustThrow(e, "rowParams[r] null", ARG, call, "rowParams[" + row + "] must not be null");
+                } else {
+                    p[0] = null;
+                    h.mustThrow(e, "params null", ARG, call, "params must not be null");
+                }
+            }
+            case 1 -> {
+                Object[] b = badParams(r);
+                h.mustThrow(e, "bad SamplingParams", ARG, (FuzzHarness.Call) b[0], (String) b[1]);
+            }
+            case 2 -> {
+                long bad = new long[] {-1, Sampler.MAX_STEP + 1, Long.MIN_VALUE, Long.MAX_VALUE}[r.nextInt(4)];
+                if (form == 0) {
+                    step[0] = bad;
+                    h.mustThrow(e, "step", ARG, call, "step must be in [0, 2^32), got " + bad);
+                } else {
+                    if (rows[0] == 0) return;
+                    int row = r.nextInt(rows[0]);
+                    steps[0][row] = bad;
+                    h.mustThrow(e, "steps[r]", ARG, call, "steps[" + row + "] must be in [0, 2^32), got " + bad);
+                }
+            }
+            case 3 -> {
+                int bad = badNegative(r);
+                rows[0] = bad;
+                h.mustThrow(e, "rows < 0", ARG, call, "" + bad);
+            }
+            case 4 -> {
+                x[0] = r.nextBoolean() ? null : new float[x[0].length + 1];
+                h.mustThrow(e, "logits", ARG, call, "logits must not be null", "logits.length");
+            }
+            case 5 -> {
+                if (form == 0) return;
+                if (r.nextBoolean()) keys[0] = new long[rows[0] + 1];
+                else steps[0] = r.nextBoolean() ? null : new long[rows[0] + 1];
+                h.mustThrow(e, "keys/steps", ARG, call, "keys.length", "steps.length", "steps must not be null");
+            }
+            case 6 -> {
+                if (form == 0) return;
+                int bad = r.nextBoolean() ? 0 : vocab[0] + 1;
+                limit[0] = bad;
+                h.mustThrow(e, "vocabLimit", ARG, call, "vocabLimit must be in [1, " + vocab[0] + "], got " + bad);
+            }
+            case 7 -> {  // a valid row without a distribution throws naming it; a masked one is token -1
+                if (rows[0] == 0) return;
+                int row = r.nextInt(rows[0]);
+                float v = r.nextBoolean() ? Float.NaN : Float.POSITIVE_INFINITY;
+                x[0][row * vocab[0] + r.nextInt(limit[0])] = v;
+                if (mask[0] == null || mask[0][row]) {
+                    int first = row;
+                    h.mustThrow(e, "no distribution", ARG, call, "has no distribution");
+                } else {
+                    h.legal(e, "NaN on a masked row", call);
+                    h.check(e, "masked row token -1", out[0].tokens()[row] == -1);
+                }
+            }
+            default -> {
+                if (form == 0 || rows[0] == 0) return;
+                mask[0] = new boolean[rows[0] + 1];
+                h.mustThrow(e, "rowMask length", ARG, call, "rowMask.length");
+            }
+        }
+    }
+
+    void checkSamples(String e, float[] x, int rows, int vocab, int limit, SamplingParams[] rp, SamplingParams p,
+                      boolean[] mask, SampleResult s) {
+        for (int r = 0; r < rows; r++) {
+            int y = s.tokens()[r];
+            if (mask != null && !mask[r]) {
+                h.check(e, "masked row " + r + " gives -1", y == -1);
+                continue;
+            }
+            h.check(e, "token " + y + " of row " + r + " in [0, " + limit + ")", y >= 0 && y < limit);
+            SamplingParams q = rp != null ? rp[r] : p;
+            double t = q.isGreedy() ? 1 : q.temperature();
+            if (q.isGreedy()) {
+                int arg = 0;
+                for (int j = 1; j < limit; j++) if (x[r * vocab + j] > x[r * vocab + arg]) arg = j;
+                h.check(e, "greedy row " + r + " takes the argmax " + arg + ", got " + y, y == arg);
+            }
+            double[] st = rowStats(x, r * vocab, limit, y, (float) t);
+            h.close(e, "logprob[" + r + "]", st[1], s.logprob()[r], 2e-4);
+            h.close(e, "entropy[" + r + "]", st[2], s.entropy()[r], 2e-4);
+        }
+    }
+
+    void sampleMem(Random r) {
+        String e = "Sampler.sample(memory)";
+        Mat x = new Mat(r, 4);
+        long n = x.rows;
+        SamplingParams p = randomParams(r);
+        DType[] tt = {r.nextBoolean() ? DType.I32 : DType.I64};
+        MemRef[] m = new MemRef[8];  // logits, keys, temperatures, topKs, rowMask, tokens, logprob, entropy
+        m[0] = x.mem;
+        if (r.nextBoolean()) {
+            m[1] = h.alloc(8 * n);
+            for (int i = 0; i < n; i++) h.putI64(m[1], i, r.nextLong());
+        }
+        float[] temps = new float[(int) n];
+        if (r.nextBoolean()) {
+            m[2] = h.alloc(4 * n);
+            for (int i = 0; i < n; i++) h.putF32(m[2], i, temps[i] = new float[] {0f, 1f, 0.5f}[r.nextInt(3)]);
+        }
+        if (r.nextBoolean()) {
+            m[3] = h.alloc(4 * n);
+            for (int i = 0; i < n; i++) h.putI32(m[3], i, r.nextInt(4));
+        }
+        byte[] mask = new byte[(int) n];
+        Arrays.fill(mask, (byte) 1);
+        if (r.nextBoolean()) {
+            m[4] = h.alloc(n);
+            for (int i = 0; i < n; i++) h.putU8(m[4], i, mask[i] = (byte) (r.nextInt(4) == 0 ? 0 : 1));
+        }
+        m[5] = h.alloc(tt[0].bytes() * n);
+        m[6] = h.alloc(4 * n);
+        m[7] = r.nextBoolean() ? h.alloc(4 * n) : null;
+        FuzzHarness.Call call = () -> Sampler.sample(Sampler.Batch.of(new LogitsView(m[0], x.dt, x.rows, x.vocab, x.stride, x.limit), p,
+                        7L, 3L).withKeys(m[1]).withRowParams(m[2], m[3], null, null).withRowMask(m[4]),
+                new Sampler.Outputs(m[5], tt[0], null, m[6], m[7]), 0L);
+        String[] names = {"logits", "keys", "temperatures", "topKs", "rowMask", "tokens", "logprob", "entropy"};
+        int[] elem = {x.dt.bytes(), 8, 4, 4, 1, tt[0].bytes(), 4, 4};
+        int k = r.nextInt(4) == 0 ? -1 : r.nextInt(7);
+        switch (k) {
+            case -1 -> {
+                h.legal(e, "valid", call);
+                for (int i = 0; i < n; i++) {
+                    long y = tt[0] == DType.I32 ? h.getI32(m[5], i) : h.getI64(m[5], i);
+                    if (mask[i] == 0) {
+                        h.check(e, "masked row " + i + " token -1", y == -1);
+                        continue;
+                    }
+                    h.check(e, "row " + i + " token " + y + " in range", y >= 0 && y < x.limit);
+                    float t = m[2] != null ? temps[i] : p.temperature();
+                    double[] st = rowStats(x.x, (int) (i * x.vocab), (int) x.limit, (int) y, t == 0 ? 1 : t);
+                    h.close(e, "logprob[" + i + "]", st[1], h.getF32(m[6], i), 2e-4);
+                }
+            }
+            case 0, 1, 2 -> {
+                if (n == 0) return;
+                int i = r.nextInt(8);
+                memMutation(e, MemMut.values()[1 + r.nextInt(4)], m, i, names[i], elem[i], true, call);
+            }
+            case 3 -> {  // a bad per-row value on a valid row names the row; on a masked row it is unread
+                if (n == 0) return;
+                int row = r.nextInt((int) n);
+                boolean temp = r.nextBoolean();
+                if (temp) {
+                    if (m[2] == null) m[2] = h.alloc(4 * n);
+                    h.putF32(m[2], row, new float[] {Float.NaN, -1f, Float.POSITIVE_INFINITY}[r.nextInt(3)]);
+                } else {
+                    if (m[3] == null) m[3] = h.alloc(4 * n);
+                    h.putI32(m[3], row, badNegative(r));
+                }
+                if (mask[row] != 0) h.mustThrow(e, "bad per-row value", ARG, call, "row " + row + ": " + (temp ? "temperature" : "topK"));
+                else h.legal(e, "bad value on a masked row", call);
+            }
+            case 4 -> {  // an output over an input or another output
+                if (n == 0) return;
+                int o = 5 + r.nextInt(3), target = r.nextInt(8);
+                if (m[o] == null || m[target] == null || o == target) return;
+                m[o] = h.at(m[target], 0, elem[o] * n);
+                h.mustThrow(e, names[o] + " overlaps " + names[target], ARG, call, names[o] + " [0x", "overlaps " + names[o]);
+            }
+            case 5 -> {
+                DType bad = new DType[] {DType.F32, DType.U8, DType.BF16}[r.nextInt(3)];
+                h.mustThrow(e, "tokenType", ARG, () -> new Sampler.Outputs(m[5], bad, null, null, null), "tokenType must be I32 or I64, got " + bad);
+            }
+            default -> {
+                long bad = r.nextBoolean() ? -1 : Sampler.MAX_STEP + 1;
+                h.mustThrow(e, "step", ARG, () -> Sampler.Batch.of(x.view(), p, 0, bad), "step must be in [0, 2^32), got " + bad);
+            }
+        }
+    }
+
+    void noise(Random r, boolean gumbel) {
+        String e = gumbel ? "Sampler.gumbel" : "Sampler.uniform";
+        long seed = r.nextLong(), key = r.nextLong(), step = r.nextInt(1 << 30), col = r.nextInt(1 << 20);
+        int k = r.nextInt(3);
+        if (k == 0) {
+            long bad = new long[] {-1, Sampler.MAX_STEP + 1, Long.MIN_VALUE}[r.nextInt(3)];
+            h.mustThrow(e, "step", ARG, () -> { if (gumbel) Sampler.gumbel(seed, key, bad, col); else Sampler.uniform(seed, key, bad, col); },
+                    "step must be in [0, 2^32), got " + bad);
+        } else if (k == 1) {
+            long bad = -1 - r.nextInt(1000);
+            h.mustThrow(e, "column", ARG, () -> { if (gumbel) Sampler.gumbel(seed, key, step, bad); else Sampler.uniform(seed, key, step, bad); },
+                    "column must be >= 0, got " + bad);
+        } else {
+            float[] v = new float[2];
+            h.legal(e, "valid", () -> {
+                v[0] = Sampler.uniform(seed, key, step, col);
+                v[1] = Sampler.gumbel(seed, key, step, col);
+            });
+            h.check(e, "u in (0, 1)", v[0] > 0 && v[0] < 1);
+            h.close(e, "gumbel = -log(-log u)", -Math.log(-Math.log(v[0])), v[1], 1e-4 * (1 + Math.abs(v[1])));
+        }
+    }
+
+    // =============================================================================================
+    // Token advantages
+    // =============================================================================================
+
+    static TokenShaping randomShaping(Random r) {
+        return switch (r.nextInt(3)) {
+            case 0 -> TokenShaping.broadcast();
+            case 1 -> TokenShaping.aepo();
+            default -> TokenShaping.taoRl(0.5f, new double[] {0.2, 0.5, 1.0}[r.nextInt(3)]);
+        };
+    }
+
+    void advArrays(Random r, int form) {
+        String e = "TokenAdvantages." + new String[] {"compute", "computeInto", "computePadded"}[form] + "(arrays)";
+        int nSeqs = r.nextInt(5), seqLen = 1 + r.nextInt(6);
+        int n = form == 2 ? nSeqs * seqLen : r.nextInt(20);
+        float[][] adv = {new float[nSeqs]};
+        for (int i = 0; i < nSeqs; i++) adv[0][i] = (r.nextInt(9) - 4) / 2f;
+        int[][] ids = {new int[n]};
+        for (int i = 0; i < n; i++) ids[0][i] = nSeqs == 0 ? 0 : r.nextInt(nSeqs);
+        boolean[][] mask = {form == 2 || r.nextBoolean() ? new boolean[n] : null};
+        if (mask[0] != null) for (int i = 0; i < n; i++) mask[0][i] = (nSeqs > 0 || form == 2) && r.nextInt(4) != 0;
+        if (form != 2 && nSeqs == 0) mask[0] = new boolean[n];  // no trajectory: every token masked
+        float[][] ent = {new float[n]};
+        for (int i = 0; i < n; i++) ent[0][i] = r.nextInt(20) / 4f;
+        boolean[][] post = {r.nextBoolean() ? new boolean[n] : null};
+        if (post[0] != null) for (int i = 0; i < n; i++) post[0][i] = r.nextBoolean();
+        TokenShaping[] sh = {randomShaping(r)};
+        int[] len = {seqLen};
+        float[][] out = {new float[n]};
+        Object[] res = {null};
+        FuzzHarness.Call call = () -> res[0] = switch (form) {
+            case 0 -> TokenAdvantages.compute(adv[0], ids[0], mask[0], ent[0], post[0], sh[0]).advantages();
+            case 1 -> { TokenAdvantages.computeInto(adv[0], ids[0], mask[0], ent[0], post[0], sh[0], out[0]); yield out[0]; }
+            default -> TokenAdvantages.computePadded(adv[0], len[0], mask[0], ent[0], post[0], sh[0]).advantages();
+        };
+        int k = r.nextInt(4) == 0 ? -1 : r.nextInt(9);
+        switch (k) {
+            case -1 -> {
+                h.legal(e, "valid", call);
+                checkAdv(e, adv[0], form == 2 ? null : ids[0], seqLen, mask[0], ent[0], post[0], sh[0], (float[]) res[0]);
+            }
+            case 0 -> {
+                adv[0] = null;
+                h.mustThrow(e, "seqAdvantages null", ARG, call, "seqAdvantages must not be null");
+            }
+            case 1 -> {  // a bad sequence id names the token; on a masked token it is unread
+                if (form == 2 || n == 0) return;
+                int t = r.nextInt(n);
+                int bad = new int[] {-1, nSeqs, nSeqs + 7, Integer.MAX_VALUE, Integer.MIN_VALUE}[r.nextInt(5)];
+                ids[0][t] = bad;
+                if (mask[0] == null || mask[0][t]) h.mustThrow(e, "seqId out of range", ARG, call, "seqIds[" + t + "] = " + bad);
+                else {
+                    h.legal(e, "bad id on a masked token", call);
+                    ids[0][t] = 0;
+                    checkAdv(e, adv[0], ids[0], seqLen, mask[0], ent[0], post[0], sh[0], (float[]) res[0]);
+                }
+            }
+            case 2 -> {
+                if (!sh[0].needsEntropy()) sh[0] = TokenShaping.aepo();
+                boolean none = r.nextBoolean();
+                int t = n == 0 ? 0 : r.nextInt(n);
+                if (none) ent[0] = null;
+                else if (n > 0) ent[0][t] = new float[] {Float.NaN, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY}[r.nextInt(3)];
+                else return;
+                if (none) h.mustThrow(e, "no entropy", ARG, call, "needs token entropies");
+                else if (mask[0] == null || mask[0][t]) h.mustThrow(e, "entropy not finite", ARG, call, "entropy[" + t + "] = ");
+                else h.legal(e, "non-finite entropy on a masked token", call);
+            }
+            case 3 -> {
+                int which = r.nextInt(3);
+                if (which == 0) mask[0] = new boolean[n + 1];
+                else if (which == 1) post[0] = new boolean[n + 2];
+                else ent[0] = new float[n + 1];
+                h.mustThrow(e, "length", ARG, call, "lossMask.length", "postTool.length", "entropy.length");
+            }
+            case 4 -> {
+                sh[0] = null;
+                h.mustThrow(e, "shaping null", ARG, call, "shaping must not be null");
+            }
+            case 5 -> {
+                boolean coef = r.nextBoolean();
+                h.mustThrow(e, "bad shaping", ARG, () -> {
+                    if (coef) new TokenShaping(TokenShaping.Mode.AEPO, Float.NaN, 1.0);
+                    else new TokenShaping(TokenShaping.Mode.TAO_RL, 0.1f, badUnit(r) > 0 ? 0 : Double.NaN);
+                }, coef ? "coef must be finite, got NaN" : "topFraction (q_H) must be in (0, 1], got ");
+            }
+            case 6 -> {
+                if (form == 1) {
+                    if (r.nextBoolean() || n == 0) {
+                        out[0] = new float[n + 1];
+                        h.mustThrow(e, "out length", ARG, call, "out.length");
+                    } else {
+                        out[0] = ent[0];
+                        h.mustThrow(e, "out aliases entropy", ARG, call, "out and entropy must be different");
+                    }
+                } else if (form == 2) {
+                    int bad = r.nextBoolean() ? 0 : badNegative(r);
+                    len[0] = bad;
+                    h.mustThrow(e, "seqLen", ARG, call, "seqLen must be > 0, got " + bad);
+                } else {
+                    ids[0] = null;
+                    h.mustThrow(e, "seqIds null", ARG, call, "seqIds must not be null");
+                }
+            }
+            case 7 -> {
+                if (form != 2) return;
+                adv[0] = new float[1 << 16];
+                len[0] = 1 << 16;
+                h.mustThrow(e, "nSeqs * seqLen overflows", ARG, call, "nSeqs * seqLen");
+            }
+            default -> {  // Java-only helpers of the same class: exceptions, not crashes
+                int bad = r.nextBoolean() ? Integer.MAX_VALUE : 1 << 30;
+                boolean[] f = TokenAdvantages.postToolFlags(new int[] {bad, 0, bad}, new byte[] {TokenAdvantages.ROLE_TOOL, 1, 1});
+                h.check(e, "postToolFlags with a sparse id", f[2] && !f[1]);
+                int neg = badNegative(r);
+                h.mustThrow(e, "seqIdsOf negative", ARG, () -> TokenAdvantages.seqIdsOf(3, neg), "lengths[1] must be >= 0, got " + neg);
+            }
+        }
+    }
+
+    void checkAdv(String e, float[] adv, int[] ids, int seqLen, boolean[] mask, float[] ent, boolean[] post,
+                  TokenShaping sh, float[] out) {
+        double[] a = new double[adv.length];
+        for (int i = 0; i < a.length; i++) a[i] = adv[i];
+        double[] hh = null;
+        if (ent != null) {
+            hh = new double[ent.length];
+            for (int i = 0; i < hh.length; i++) hh[i] = ent[i];
+        }
+        TokenAdvantages.Reference ref = TokenAdvantages.reference(a, ids, seqLen, mask, hh, post, sh);
+        for (int t = 0; t < out.length; t++) h.close(e, "advantage[" + t + "]", ref.advantages()[t], out[t], 1e-4 * (1 + Math.abs(ref.advantages()[t])));
+    }
+
+    void advMem(Random r) {
+        String e = "TokenAdvantages.compute(memory)";
+        int nSeqs = 1 + r.nextInt(4);
+        int n = r.nextInt(16);
+        boolean padded = r.nextInt(3) == 0;
+        int seqLen = 1 + r.nextInt(4);
+        if (padded) n = nSeqs * seqLen;
+        DType idt = r.nextBoolean() ? DType.I32 : DType.I64;
+        TokenShaping sh = randomShaping(r);
+        MemRef[] m = new MemRef[6];  // seqAdvantages, seqIds, lossMask, entropy, out, stats
+        float[] adv = new float[nSeqs];
+        m[0] = h.alloc(4L * nSeqs);
+        for (int i = 0; i < nSeqs; i++) h.putF32(m[0], i, adv[i] = (r.nextInt(9) - 4) / 2f);
+        int[] ids = new int[n];
+        if (!padded) {
+            m[1] = h.alloc((long) idt.bytes() * n);
+            for (int i = 0; i < n; i++) {
+                ids[i] = r.nextInt(nSeqs);
+                if (idt == DType.I32) h.putI32(m[1], i, ids[i]);
+                else h.putI64(m[1], i, ids[i]);
+            }
+        }
+        boolean[] mask = new boolean[n];
+        m[2] = h.alloc(n);
+        for (int i = 0; i < n; i++) h.putU8(m[2], i, (mask[i] = r.nextInt(4) != 0) ? 1 : 0);
+        float[] ent = new float[n];
+        m[3] = h.alloc(4L * n);
+        for (int i = 0; i < n; i++) h.putF32(m[3], i, ent[i] = r.nextInt(20) / 4f);
+        m[4] = h.alloc(4L * n);
+        m[5] = h.alloc(64);
+        long[] ns = {nSeqs}, nt = {n};
+        DType[] it = {idt};
+        final int nn = n;
+        FuzzHarness.Call call = () -> TokenAdvantages.compute(m[0], ns[0], m[1], it[0], nt[0], seqLen, m[2], m[3], null, sh,
+                m[4], m[5], 0L);
+        String[] names = {"seqAdvantages", "seqIds", "lossMask", "entropy", "out", "stats"};
+        int[] elem = {4, idt.bytes(), 1, 4, 4, 8};
+        int k = r.nextInt(4) == 0 ? -1 : r.nextInt(7);
+        switch (k) {
+            case -1 -> {
+                h.legal(e, "valid", call);
+                float[] out = new float[n];
+                for (int i = 0; i < n; i++) out[i] = h.getF32(m[4], i);
+                checkAdv(e, adv, padded ? null : ids, seqLen, mask, ent, null, sh, out);
+            }
+            case 0, 1, 2 -> {
+                int i = r.nextInt(6);
+                if (m[i] == null || m[i].bytes() == 0) return;
+                memMutation(e, MemMut.values()[1 + r.nextInt(4)], m, i, names[i], elem[i], true, call);
+            }
+            case 3 -> {
+                if (padded) {
+                    nt[0] = n + 1;
+                    h.mustThrow(e, "padded nTokens", ARG, call, "padded layout needs nTokens = nSeqs * seqLen");
+                } else {
+                    ns[0] = badNegative(r);
+                    h.mustThrow(e, "nSeqs < 0", ARG, call, "nSeqs must be >= 0, got " + ns[0]);
+                }
+            }
+            case 4 -> {  // an out-of-range id of a valid token is named
+                if (padded || n == 0) return;
+                int t = r.nextInt(n);
+                long bad = new long[] {-1, nSeqs, Integer.MAX_VALUE}[r.nextInt(3)];
+                if (idt == DType.I32) h.putI32(m[1], t, (int) bad);
+                else h.putI64(m[1], t, bad);
+                if (mask[t]) h.mustThrow(e, "seqId out of range", ARG, call, "seqIds[" + t + "] = " + bad);
+                else h.legal(e, "bad id on a masked token", call);
+            }
+            case 5 -> {  // out over an input, or stats over out
+                if (n == 0) return;
+                int target = r.nextInt(4);
+                if (m[target] == null || m[target].bytes() == 0) return;
+                m[4] = h.at(m[target], 0, 4L * nn);
+                h.mustThrow(e, "out overlaps " + names[target], ARG, call, "out [0x", "overlaps out");
+            }
+            default -> {
+                if (padded) return;
+                it[0] = new DType[] {DType.F32, DType.U8, null}[r.nextInt(3)];
+                h.mustThrow(e, "seqIdType", ARG, call, "seqIdType must be I32 or I64, got " + it[0]);
+            }
+        }
+    }
+
+    // =============================================================================================
+    // Policy loss
+    // =============================================================================================
+
+    static PolicyLossConfig randomConfig(Random r) {
+        PolicyLossConfig c = switch (r.nextInt(4)) {
+            case 0 -> PolicyLossConfig.grpoTcr();
+            case 1 -> PolicyLossConfig.treeGrpo();
+            case 2 -> PolicyLossConfig.aepo().toBuilder().aepoTopEntropyFraction(r.nextBoolean() ? 1.0 : 0.5).build();
+            default -> PolicyLossConfig.defaults();
+        };
+        if (r.nextInt(3) == 0) c = c.toBuilder().agg(LossAgg.values()[r.nextInt(LossAgg.values().length)]).build();
+        if (r.nextInt(4) == 0) c = c.toBuilder().entropyCoef(0.01).temperature(0.7).build();
+        return c;
+    }
+
+    /** A PolicyLossConfig construction with one bad value and the fragment its message names. */
+    static Object[] badConfig(Random r) {
+        double v = badUnit(r);
+        PolicyLossConfig.Builder b = PolicyLossConfig.builder();
+        return switch (r.nextInt(8)) {
+            case 0 -> new Object[] {(FuzzHarness.Call) () -> b.epsLow(v).build(), "epsLow must be in [0, 1], got " + v};
+            case 1 -> new Object[] {(FuzzHarness.Call) () -> b.epsHigh(-Math.abs(v) - 1e-3).build(), "epsHigh must be finite and >= 0"};
+            case 2 -> new Object[] {(FuzzHarness.Call) () -> b.dualClipC(v > 1 && v < 1e9 ? 0.5 : v).build(), "dualClipC must be finite and > 1"};
+            case 3 -> new Object[] {(FuzzHarness.Call) () -> b.aepoTopEntropyFraction(v).build(), "aepoTopEntropyFraction must be in (0, 1], got " + v};
+            case 4 -> new Object[] {(FuzzHarness.Call) () -> b.klCoef(-Math.abs(v) - 1e-3).build(), "klCoef must be finite and >= 0"};
+            case 5 -> new Object[] {(FuzzHarness.Call) () -> b.entropyCoef(Double.isFinite(v) ? Double.NaN : v).build(), "entropyCoef must be finite"};
+            case 6 -> new Object[] {(FuzzHarness.Call) () -> b.aggNormalizer(-Math.abs(v) - 1e-3).build(), "aggNormalizer must be finite and >= 0"};
+            default -> new Object[] {(FuzzHarness.Call) () -> b.temperature(Double.isFinite(v) && v > 0 ? -v : v).build(), "temperature must be finite and > 0"};
+        };
+    }
+
+    /** One policy-loss batch (float logits [rows, vocab]) and its reference loss. */
+    static final class Pl {
+        PolicyLossConfig cfg;
+        int rows, vocab, limit;
+        float[] x, old, adv, mask, ref, grad;
+        int[] labels, seqIds;
+
+        static Pl random(Random r, boolean padded) {
+            Pl p = new Pl();
+            p.cfg = randomConfig(r);
+            p.rows = r.nextInt(6);
+            p.vocab = 1 + r.nextInt(20);
+            p.limit = padded ? 1 + r.nextInt(p.vocab) : p.vocab;
+            p.x = new float[p.rows * p.vocab];
+            for (int i = 0; i < p.x.length; i++) p.x[i] = logit(r);
+            p.labels = new int[p.rows];
+            p.old = new float[p.rows];
+            p.adv = new float[p.rows];
+            p.mask = new float[p.rows];
+            p.ref = new float[p.rows];
+            p.seqIds = new int[p.rows];
+            for (int i = 0; i < p.rows; i++) {
+                p.labels[i] = r.nextInt(p.limit);
+                p.old[i] = -r.nextInt(12) / 4f;
+                p.adv[i] = (r.nextInt(9) - 4) / 2f;
+                p.mask[i] = new float[] {0f, 0.5f, 1f, 1f}[r.nextInt(4)];
+                p.ref[i] = -r.nextInt(12) / 4f;
+                p.seqIds[i] = r.nextInt(i + 1);
+            }
+            p.grad = new float[p.x.length];
+            return p;
+        }
+
+        double[] d(float[] a) {
+            double[] o = new double[a.length];
+            for (int i = 0; i < a.length; i++) o[i] = a[i];
+            return o;
+        }
+
+        /** The reference loss (docs/algorithms.md §2) of this batch. */
+        double refLoss() {
+            boolean sel = cfg.selectsByEntropy();
+            double thr = Double.NEGATIVE_INFINITY;
+            double[] ent = null;
+            if (sel) {
+                float[] h = new float[rows];
+                boolean[] m = new boolean[rows];
+                for (int i = 0; i < rows; i++) m[i] = mask[i] > 0;
+                TokenStats.forward(x, rows, vocab, limit, null, (float) cfg.temperature(), m, null, h, null);
+                thr = PolicyLoss.aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), h, mask);
+            }
+            return PolicyLossReference.compute(cfg, d(x), rows, vocab, limit, labels, d(old), d(adv), d(mask), d(ref),
+                    cfg.agg().needsSequences() ? seqIds : null, ent, thr).loss;
+        }
+    }
+
+    void plArrays(Random r, int form) {
+        String e = "PolicyLoss." + new String[] {"forwardBackward(arrays, 11)", "forwardBackward(arrays, 13)",
+                "forwardBackwardComposable(arrays)", "loss(arrays)"}[form];
+        Pl p = Pl.random(r, form == 1);
+        PolicyLossResult[] res = {null};
+        float[][] lpH = {null, null, new float[p.rows], new float[p.rows]};  // logprob, entropy, gradLogprob, gradEntropy
+        if (form == 3) {
+            lpH[0] = new float[p.rows];
+            lpH[1] = new float[p.rows];
+            boolean[] m = new boolean[p.rows];
+            for (int i = 0; i < p.rows; i++) m[i] = p.mask[i] > 0;
+            TokenStats.forward(p.x, p.rows, p.vocab, p.vocab, p.labels, (float) p.cfg.temperature(), m, lpH[0], lpH[1], null);
+        }
+        float[][] sel = {null};
+        FuzzHarness.Call call = () -> res[0] = switch (form) {
+            case 0 -> PolicyLoss.forwardBackward(p.cfg, p.x, p.rows, p.vocab, p.labels, p.old, p.adv, p.mask, p.ref, p.seqIds, p.grad);
+            case 1 -> PolicyLoss.forwardBackward(p.cfg, p.x, p.rows, p.vocab, p.limit, p.labels, p.old, p.adv, p.mask, p.ref,
+                    p.seqIds, sel[0], p.grad);
+            case 2 -> PolicyLoss.forwardBackwardComposable(p.cfg, p.x, p.rows, p.vocab, p.labels, p.old, p.adv, p.mask, p.ref,
+                    p.seqIds, p.grad);
+            default -> PolicyLoss.loss(p.cfg, lpH[0], lpH[1], p.old, p.adv, p.mask, p.ref, p.seqIds, sel[0], lpH[2], lpH[3]);
+        };
+        int k = r.nextInt(4) == 0 ? -1 : r.nextInt(11);
+        switch (k) {
+            case -1 -> {
+                h.legal(e, "valid", call);
+                double ref = p.refLoss();
+                h.close(e, "loss", ref, res[0].loss(), 1e-4 * (1 + Math.abs(ref)));
+            }
+            case 0 -> {
+                Object[] b = badConfig(r);
+                h.mustThrow(e, "bad config", ARG, (FuzzHarness.Call) b[0], (String) b[1]);
+            }
+            case 1 -> {
+                p.cfg = null;
+                h.mustThrow(e, "cfg null", ARG, call, "cfg must not be null");
+            }
+            case 2 -> {  // a bad mask value names the row
+                if (p.rows == 0) return;
+                int row = r.nextInt(p.rows);
+                float bad = new float[] {Float.NaN, -0.5f, 1.5f, Float.POSITIVE_INFINITY, -0f == 0f ? -1e-3f : 0f}[r.nextInt(5)];
+                p.mask[row] = bad;
+                h.mustThrow(e, "mask value", ARG, call, "mask[" + row + "] = " + bad);
+            }
+            case 3 -> {  // non-finite inputs on a valid row name it; on a masked row they are unread
+                if (p.rows == 0) return;
+                int row = r.nextInt(p.rows);
+                float bad = new float[] {Float.NaN, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY}[r.nextInt(3)];
+                boolean oldOne = r.nextBoolean();
+                if (oldOne) p.old[row] = bad;
+                else p.adv[row] = bad;
+                if (p.mask[row] > 0) h.mustThrow(e, "non-finite input", ARG, call, (oldOne ? "oldLogprob[" : "advantages[") + row + "] = " + bad);
+                else {
+                    if (oldOne) p.old[row] = 0;
+                    else p.adv[row] = 0;
+                    h.legal(e, "non-finite on a masked row", call);
+                    double ref = p.refLoss();
+                    h.close(e, "loss", ref, res[0].loss(), 1e-4 * (1 + Math.abs(ref)));
+                }
+            }
+            case 4 -> {  // labels: out of range on a valid row, -100 on a masked row
+                if (p.rows == 0 || form == 3) return;
+                int row = r.nextInt(p.rows);
+                int bad = new int[] {-1, p.limit, -100, Integer.MAX_VALUE}[r.nextInt(4)];
+                p.labels[row] = bad;
+                if (p.mask[row] > 0) h.mustThrow(e, "label", ARG, call, "labels[" + row + "] = " + bad);
+                else {
+                    h.legal(e, "ignore label on a masked row", call);
+                    p.labels[row] = 0;
+                    double ref = p.refLoss();
+                    h.close(e, "loss", ref, res[0].loss(), 1e-4 * (1 + Math.abs(ref)));
+                }
+            }
+            case 5 -> {
+                int which = r.nextInt(3);
+                if (which == 0) p.old = new float[p.rows + 1];
+                else if (which == 1) p.adv = null;
+                else p.mask = new float[p.rows + 2];
+                h.mustThrow(e, "per-row length", ARG, call, "oldLogprob.length", "advantages must not be null", "mask.length",
+                        "logprob");
+            }
+            case 6 -> {
+                if (p.cfg.klType() == KlType.NONE) p.cfg = p.cfg.toBuilder().klType(KlType.K3).build();
+                p.ref = null;
+                h.mustThrow(e, "refLogprob null", ARG, call, "refLogprob is required for KL type K3", "refLogprob is required");
+            }
+            case 7 -> {
+                if (!p.cfg.agg().needsSequences()) p.cfg = p.cfg.toBuilder().agg(LossAgg.SEQ_MEAN_TOKEN_MEAN).build();
+                if (p.rows == 0 || r.nextBoolean()) {
+                    p.seqIds = null;
+                    h.mustThrow(e, "seqIds null", ARG, call, "seqIds are required for aggregation");
+                } else {
+                    int row = r.nextInt(p.rows);
+                    int bad = r.nextBoolean() ? p.rows + r.nextInt(5) : Integer.MAX_VALUE;
+                    p.seqIds[row] = bad;
+                    h.mustThrow(e, "seqId", ARG, call, "seqIds[" + row + "] = " + bad);
+                }
+            }
+            case 8 -> {  // in place over the logits is documented: the same loss
+                if (form == 3) return;
+                p.grad = p.x.clone();
+                Pl copy = p;
+                float[] x0 = p.x.clone();
+                p.grad = p.x;
+                h.legal(e, "in place", call);
+                copy.x = x0;
+                double ref = copy.refLoss();
+                h.close(e, "loss", ref, res[0].loss(), 1e-4 * (1 + Math.abs(ref)));
+            }
+            case 9 -> {  // an output array that is also an input
+                if (p.rows == 0) return;
+                if (form == 3) {
+                    lpH[2] = r.nextBoolean() ? lpH[3] : p.adv;
+                    h.mustThrow(e, "aliased output", ARG, call, "gradLogprobOut and ");
+                } else {
+                    p.vocab = 1;
+                    p.limit = 1;
+                    p.x = new float[p.rows];
+                    Arrays.fill(p.labels, 0);
+                    p.grad = p.adv;
+                    h.mustThrow(e, "grad aliases advantages", ARG, call, "gradLogitsOut and advantages must be different");
+                }
+            }
+            default -> {
+                if (form == 3) {
+                    lpH[0] = null;
+                    h.mustThrow(e, "logprob null", ARG, call, "logprob must not be null");
+                } else {
+                    int bad = badNegative(r);
+                    p.rows = bad;
+                    h.mustThrow(e, "rows < 0", ARG, call, "rows must be >= 0, got " + bad, "" + bad);
+                }
+            }
+        }
+    }
+
+    void plWorkspace(Random r) {
+        String e = "PolicyLoss.workspaceBytes";
+        long rows = r.nextInt(1000), ns = r.nextInt(100);
+        switch (r.nextInt(3)) {
+            case 0 -> {
+                long bad = badNegative(r);
+                boolean first = r.nextBoolean();
+                h.mustThrow(e, "negative", ARG, () -> PolicyLoss.workspaceBytes(first ? bad : rows, first ? ns : bad),
+                        (first ? "rows" : "numSeqs") + " must be >= 0, got " + bad);
+            }
+            case 1 -> {
+                long huge = r.nextBoolean() ? Long.MAX_VALUE : (1L << 41) + r.nextInt(1000);
+                h.mustThrow(e, "huge", ARG, () -> PolicyLoss.workspaceBytes(huge, 0), "workspace for rows " + huge);
+            }
+            default -> {
+                long[] b = {0};
+                h.legal(e, "valid", () -> b[0] = PolicyLoss.workspaceBytes(rows, ns));
+                h.check(e, "workspace grows with rows", b[0] >= 4 * rows && b[0] <= PolicyLoss.workspaceBytes(rows + 1, ns));
+            }
+        }
+    }
+
+    /**
+     * The memory forms (0 forwardBackward, 1 loss, 2 weights, 3 forwardBackwardAsync, 4 lossAsync) over
+     * f32 logits in pool memory; a valid call's loss must equal the array form's.
+     */
+    void plMem(Random r, int form) {
+        String e = "PolicyLoss." + new String[] {"forwardBackward(memory)", "loss(memory)", "weights(memory)",
+                "forwardBackwardAsync(memory)", "lossAsync(memory)"}[form];
+        Pl p = Pl.random(r, false);
+        int n = p.rows;
+        if (p.cfg.selectsByEntropy() && form >= 3) p.cfg = PolicyLossConfig.aepo();  // stages take the threshold
+        boolean seq = p.cfg.agg().needsSequences();
+        long[] ns = {seq ? Math.max(1, n) : 0};
+        // refs: 0 logits, 1 labels, 2 old, 3 adv, 4 mask, 5 ref, 6 seqIds, 7 grad, 8 workspace, 9 weights, 10 sums, 11 counts, 12 logprob, 13 entropy
+        MemRef[] m = new MemRef[14];
+        m[0] = h.alloc(4L * p.x.length);
+        for (int i = 0; i < p.x.length; i++) h.putF32(m[0], i, p.x[i]);
+        m[1] = h.alloc(4L * n);
+        m[2] = h.alloc(4L * n);
+        m[3] = h.alloc(4L * n);
+        m[4] = h.alloc(4L * n);
+        m[5] = h.alloc(4L * n);
+        m[6] = h.alloc(4L * n);
+        float[] lp = new float[n], ent = new float[n];
+        boolean[] valid = new boolean[n];
+        for (int i = 0; i < n; i++) valid[i] = p.mask[i] > 0;
+        TokenStats.forward(p.x, n, p.vocab, p.vocab, p.labels, (float) p.cfg.temperature(), valid, lp, ent, null);
+        m[12] = h.alloc(4L * n);
+        m[13] = h.alloc(4L * n);
+        for (int i = 0; i < n; i++) {
+            h.putI32(m[1], i, p.labels[i]);
+            h.putF32(m[2], i, p.old[i]);
+            h.putF32(m[3], i, p.adv[i]);
+            h.putF32(m[4], i, p.mask[i]);
+            h.putF32(m[5], i, p.ref[i]);
+            h.putI32(m[6], i, p.seqIds[i]);
+            h.putF32(m[12], i, lp[i]);
+            h.putF32(m[13], i, ent[i]);
+        }
+        m[7] = h.alloc(4L * p.x.length);
+        m[8] = r.nextBoolean() ? null : h.alloc(PolicyLoss.workspaceBytes(n, Math.max(ns[0], 1)));
+        m[9] = h.alloc(4L * n);
+        m[10] = h.alloc(72);
+        m[11] = h.alloc(32);
+        PolicyLossResult[] res = {null};
+        // the stages need the weights first (stage 1), as a trainer calls them
+        FuzzHarness.Call stage1 = () -> PolicyLoss.weights(p.cfg, n, m[4], m[6], ns[0], m[9], m[11], m[8], 0L);
+        FuzzHarness.Call call = () -> {
+            PolicyLoss.Inputs in = new PolicyLoss.Inputs(m[1], DType.I32, m[2], m[3], m[4], m[5], m[6], ns[0], null);
+            switch (form) {
+                case 0 -> res[0] = PolicyLoss.forwardBackward(p.cfg, new LogitsView(m[0], DType.F32, n, p.vocab, p.vocab, p.vocab), in,
+                        m[7], DType.F32, p.vocab, new PolicyLoss.RowOutputs(m[12], m[13], null, null), m[8], 0L);
+                case 1 -> res[0] = PolicyLoss.loss(p.cfg, n, m[12], m[13], in, null, null, m[8], 0L);
+                case 2 -> stage1.run();
+                case 3 -> PolicyLoss.forwardBackwardAsync(p.cfg, Float.NEGATIVE_INFINITY,
+                        new LogitsView(m[0], DType.F32, n, p.vocab, p.vocab, p.vocab), in, m[9], m[7], DType.F32, p.vocab, null,
+                        m[10], m[8], 0L);
+                default -> PolicyLoss.lossAsync(p.cfg, Float.NEGATIVE_INFINITY, n, m[12], m[13], in, m[9], null, null, m[10], m[8], 0L);
+            }
+        };
+        if (form >= 3) {
+            try {
+                stage1.run();
+            } catch (Throwable t) {
+                throw new AssertionError(e + ": stage 1 of a valid batch failed", t);
+            }
+        }
+        String[] names = {"logits", "labels", "oldLogprob", "advantages", "mask", "refLogprob", "seqIds", "gradLogits",
+                "workspace", form == 2 ? "weightsOut" : "weights", "sumsOut", "countsOut", "logprob", "entropy"};
+        int k = r.nextInt(4) == 0 ? -1 : r.nextInt(6);
+        switch (k) {
+            case -1 -> {
+                h.legal(e, "valid", call);
+                PolicyLossResult expect = form == 1 || form == 4
+                        ? PolicyLoss.loss(p.cfg, lp, ent, p.old, p.adv, p.mask, p.ref, p.seqIds, null, null, null)
+                        : PolicyLoss.forwardBackward(p.cfg, p.x, n, p.vocab, p.labels, p.old, p.adv, p.mask, p.ref, p.seqIds, new float[p.x.length]);
+                if (form == 2) {
+                    double sum = 0;
+                    for (int i = 0; i < n; i++) sum += h.getF32(m[9], i) * (p.cfg.agg() == LossAgg.TOKEN_MEAN ? 1 : 0);
+                    double mass = 0;
+                    for (float v : p.mask) mass += v;
+                    if (p.cfg.agg() == LossAgg.TOKEN_MEAN && mass > 0 && p.cfg.aggNormalizer() == 0)
+                        h.close(e, "token-mean weights sum to 1", 1.0, sum, 1e-5);
+                    return;
+                }
+                double got = form >= 3 ? PolicyLossResult.fromSums(p.cfg, sums(m[10]), h.getF64(m[11], 3), Float.NEGATIVE_INFINITY).loss()
+                        : res[0].loss();
+                h.close(e, "loss (memory = arrays)", expect.loss(), got, 1e-5 * (1 + Math.abs(expect.loss())));
+            }
+            case 0, 1 -> {  // generic mutations of one ref the form reads or writes
+                int[] used = switch (form) {
+                    case 0 -> new int[] {0, 1, 2, 3, 4, 7, 12, 13};
+                    case 1 -> new int[] {2, 3, 4, 12, 13};
+                    case 2 -> new int[] {4, 9, 11};
+                    case 3 -> new int[] {0, 1, 2, 3, 4, 7, 9, 10};
+                    default -> new int[] {2, 3, 4, 9, 10, 12};
+                };
+                int i = used[r.nextInt(used.length)];
+                if (n == 0 && i != 10 && i != 11) return;
+                if (form == 1 && i == 13 && p.cfg.entropyCoef() == 0) return;  // entropy unread
+                memMutation(e, MemMut.values()[1 + r.nextInt(4)], m, i, names[i], i == 4 || i < 8 || i == 9 || i >= 12 ? 4 : 8,
+                        true, call);
+            }
+            case 2 -> {  // the workspace: too small, misaligned
+                if (m[8] == null) m[8] = h.alloc(PolicyLoss.workspaceBytes(n, Math.max(ns[0], 1)));
+                boolean small = r.nextBoolean();
+                m[8] = small ? new MemRef(m[8].address(), 8, Device.CPU, m[8].owner()) : h.shifted(m[8], 4);
+                h.mustThrow(e, "workspace", ARG, call, small ? "workspace needs " : "workspace must be 8-byte aligned");
+            }
+            case 3 -> {  // numSeqs beyond the rows (sized before anything is allocated)
+                if (!seq) {
+                    p.cfg = p.cfg.toBuilder().agg(LossAgg.SEQ_MEAN_TOKEN_SUM).build();
+                }
+                long bad = r.nextBoolean() ? Long.MAX_VALUE / 3 : Math.max(1, n) + 1 + r.nextInt(100);
+                ns[0] = bad;
+                h.mustThrow(e, "numSeqs", ARG, form >= 3 ? stage1 : call, "numSeqs must be in [1, rows = " + n + "], got " + bad);
+            }
+            case 4 -> {  // an output over an input
+                if (n == 0) return;
+                int o = switch (form) {
+                    case 0, 3 -> 7;
+                    case 2 -> 9;
+                    default -> 10;
+                };
+                int[] targets = form == 2 ? new int[] {4, 11} : form == 1 || form == 4 ? new int[] {2, 3, 4, 12} : new int[] {1, 2, 3, 4};
+                int tgt = targets[r.nextInt(targets.length)];
+                if (form == 1) return;  // the convenience loss owns its sums
+                m[o] = h.at(m[tgt], 0, m[o].bytes());
+                h.mustThrow(e, names[o] + " overlaps " + names[tgt], ARG, form == 2 ? stage1 : call, "overlaps");
+            }
+            default -> {  // a bad mask value in memory names the row
+                if (n == 0) return;
+                int row = r.nextInt(n);
+                float bad = new float[] {Float.NaN, 2f, -1f}[r.nextInt(3)];
+                h.putF32(m[4], row, bad);
+                h.mustThrow(e, "mask value", ARG, form >= 3 ? stage1 : call, "mask[" + row + "] = " + bad);
+            }
+        }
+    }
+
+    double[] sums(MemRef m) {
+        double[] s = new double[PolicyLossResult.NUM_SUMS];
+        for (int i = 0; i < s.length; i++) s[i] = h.getF64(m, i);
+        return s;
     }
 }

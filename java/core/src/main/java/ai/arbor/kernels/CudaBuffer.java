@@ -15,49 +15,56 @@ import org.bytedeco.javacpp.ShortPointer;
  */
 public final class CudaBuffer implements AutoCloseable {
     private final MemRef ref;
-    private boolean closed;
+    private volatile boolean closed;
 
-    private CudaBuffer(MemRef ref) {
-        this.ref = ref;
+    private CudaBuffer(long address, long bytes, int device) {
+        // owned by this buffer, so a kernel call given the ref after close() throws (Check.live)
+        this.ref = MemRef.owned(address, bytes, Device.cuda(device), this);
     }
 
     /** Allocates {@code bytes} bytes on CUDA device {@code device}. */
     public static CudaBuffer allocate(long bytes, int device) {
         Check.positive("bytes", bytes);
+        Check.nonNegative("device", device);
         long[] p = new long[1];
         Kernels.onCudaDevice(device, () -> {
             Kernels.check(ArborCuda.arbor_cuda_malloc(p, bytes), "cudaMalloc(" + bytes + ")");
             return 0;
         });
-        return new CudaBuffer(MemRef.cuda(p[0], bytes, device));
+        return new CudaBuffer(p[0], bytes, device);
     }
 
     /** A device copy of {@code a}. */
     public static CudaBuffer of(float[] a, int device) {
+        Check.notNull("a", a);
         try (FloatPointer h = new FloatPointer(a)) {
             return copyOf(h, device);
         }
     }
 
     public static CudaBuffer of(int[] a, int device) {
+        Check.notNull("a", a);
         try (IntPointer h = new IntPointer(a)) {
             return copyOf(h, device);
         }
     }
 
     public static CudaBuffer of(long[] a, int device) {
+        Check.notNull("a", a);
         try (LongPointer h = new LongPointer(a)) {
             return copyOf(h, device);
         }
     }
 
     public static CudaBuffer of(short[] a, int device) {
+        Check.notNull("a", a);
         try (ShortPointer h = new ShortPointer(a)) {
             return copyOf(h, device);
         }
     }
 
     public static CudaBuffer of(byte[] a, int device) {
+        Check.notNull("a", a);
         try (BytePointer h = new BytePointer(a)) {
             return copyOf(h, device);
         }
@@ -78,6 +85,7 @@ public final class CudaBuffer implements AutoCloseable {
 
     /** Copies the first {@code out.length} floats back to the host (synchronizes the device). */
     public void copyTo(float[] out) {
+        Check.notNull("out", out);
         try (FloatPointer h = new FloatPointer(out.length)) {
             copy(false, h.address(), 4L * out.length);
             h.get(out);
@@ -85,6 +93,7 @@ public final class CudaBuffer implements AutoCloseable {
     }
 
     public void copyTo(short[] out) {
+        Check.notNull("out", out);
         try (ShortPointer h = new ShortPointer(out.length)) {
             copy(false, h.address(), 2L * out.length);
             h.get(out);
@@ -100,6 +109,11 @@ public final class CudaBuffer implements AutoCloseable {
                     : ArborCuda.arbor_cuda_memcpy_dtoh(host, ref.address(), bytes), "cudaMemcpy");
             return 0;
         });
+    }
+
+    /** True after {@link #close()}: its memory is freed and every ref of it is rejected by the kernels. */
+    public boolean isClosed() {
+        return closed;
     }
 
     private void ensureOpen() {

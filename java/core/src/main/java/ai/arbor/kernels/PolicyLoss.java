@@ -157,6 +157,13 @@ public final class PolicyLoss {
         Check.lengthOrNull("selectEntropy", selectEntropy, rows);
         Check.lengthOrNull("gradLogprobOut", gradLogprobOut, rows);
         Check.lengthOrNull("gradEntropyOut", gradEntropyOut, rows);
+        String[] inNames = {"logprob", "entropy", "oldLogprob", "advantages", "mask", "refLogprob", "selectEntropy"};
+        float[][] ins = {logprob, entropy, oldLogprob, advantages, mask, refLogprob, selectEntropy};
+        Check.notSame("gradLogprobOut", gradLogprobOut, "gradEntropyOut", gradEntropyOut);
+        for (int i = 0; i < ins.length; i++) {
+            Check.notSame("gradLogprobOut", gradLogprobOut, inNames[i], ins[i]);
+            Check.notSame("gradEntropyOut", gradEntropyOut, inNames[i], ins[i]);
+        }
         float[] sel = selectEntropy != null ? selectEntropy : entropy;
         if (entropy == null && cfg.entropyCoef() != 0)
             throw new IllegalArgumentException("entropy is required when entropyCoef != 0 (got " + cfg.entropyCoef() + ")");
@@ -283,9 +290,12 @@ public final class PolicyLoss {
         Check.notNull("cfg", cfg);
         Check.notNull("logits", logits);
         Check.notNull("in", in);
+        Check.live("logits", logits.data());
         long rows = logits.rows();
         Device dev = logits.device();
         long ns = cfg.agg().needsSequences() ? in.numSeqs() : 0;
+        checkNumSeqs(cfg, rows, ns);  // before the workspace is sized by it
+        Check.sameDevice(dev, new String[] {"mask", "gradLogits", "workspace"}, in.mask(), gradLogits, workspace);  // before it is allocated
         try (Scratch ws = Scratch.of(workspace, rows, ns, dev)) {
             Layout l = ws.layout;
             weights(cfg, rows, in.mask(), in.seqIds(), ns, ws.at(l.weights, 4 * rows), ws.at(l.counts, 32), ws.ref,
@@ -297,8 +307,9 @@ public final class PolicyLoss {
                     sel = ws.at(l.sel, 4 * rows);
                     TokenStats.forward(logits, null, null, (float) cfg.temperature(), null, null, sel, null, cudaStream);
                 }
-                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), readFloats(sel, rows, cudaStream),
-                        readFloats(in.mask(), rows, cudaStream));
+                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(),
+                        readFloats(in.selectEntropy() != null ? "selectEntropy" : "entropy", sel, rows, cudaStream),
+                        readFloats("mask", in.mask(), rows, cudaStream));
             }
             Inputs inSel = new Inputs(in.labels(), in.labelType(), in.oldLogprob(), in.advantages(), in.mask(),
                     in.refLogprob(), in.seqIds(), in.numSeqs(), sel);
@@ -318,8 +329,12 @@ public final class PolicyLoss {
         Check.notNull("cfg", cfg);
         Check.notNull("in", in);
         Check.notNull("logprob", logprob);
+        Check.nonNegative("rows", rows);
         Device dev = logprob.device();
         long ns = cfg.agg().needsSequences() ? in.numSeqs() : 0;
+        checkNumSeqs(cfg, rows, ns);  // before the workspace is sized by it
+        Check.sameDevice(dev, "logprob", new String[] {"entropy", "oldLogprob", "advantages", "mask", "gradLogprob", "gradEntropy",
+                "workspace"}, entropy, in.oldLogprob(), in.advantages(), in.mask(), gradLogprob, gradEntropy, workspace);
         try (Scratch ws = Scratch.of(workspace, rows, ns, dev)) {
             Layout l = ws.layout;
             weights(cfg, rows, in.mask(), in.seqIds(), ns, ws.at(l.weights, 4 * rows), ws.at(l.counts, 32), ws.ref,
@@ -330,8 +345,9 @@ public final class PolicyLoss {
                 if (sel == null)
                     throw new IllegalArgumentException("AEPO with aepoTopEntropyFraction " + cfg.aepoTopEntropyFraction()
                             + " < 1 needs entropy or selectEntropy");
-                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), readFloats(sel, rows, cudaStream),
-                        readFloats(in.mask(), rows, cudaStream));
+                thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(),
+                        readFloats(in.selectEntropy() != null ? "selectEntropy" : "entropy", sel, rows, cudaStream),
+                        readFloats("mask", in.mask(), rows, cudaStream));
             }
             lossAsync(cfg, thr, rows, logprob, entropy, in, ws.at(l.weights, 4 * rows), gradLogprob, gradEntropy,
                     ws.at(l.sums, 72), ws.ref, cudaStream);
@@ -361,14 +377,16 @@ public final class PolicyLoss {
         if (seq) {
             if (seqIds == null) throw new IllegalArgumentException("seqIds are required for aggregation " + cfg.agg());
             Check.fits("seqIds", seqIds, rows, DType.I32);
-            if (numSeqs < 1 || numSeqs > Math.max(1, rows))
-                throw new IllegalArgumentException("numSeqs must be in [1, rows = " + rows + "], got " + numSeqs);
         }
+        checkNumSeqs(cfg, rows, ns);
         Check.fits("weightsOut", weightsOut, rows, DType.F32);
         Check.fits("countsOut", countsOut, PolicyLossResult.NUM_COUNTS, DType.I64);
         long need = nativeWorkspace(rows, ns);
         checkWorkspace(workspace, need, dev);
         Check.sameDevice(dev, new String[] {"seqIds", "weightsOut", "countsOut"}, seq ? seqIds : null, weightsOut, countsOut);
+        Check.overlaps().in("mask", mask, rows, DType.F32).in("seqIds", seq ? seqIds : null, rows, DType.I32)
+                .out("weightsOut", weightsOut, rows, DType.F32).out("countsOut", countsOut, PolicyLossResult.NUM_COUNTS, DType.I64)
+                .outBytes("workspace", workspace, need).check();
         if (!dev.isCuda() && rows > 0) {  // host: scan the values, naming the first bad one
             int n = Math.toIntExact(rows);
             ByteBuffer m = host(mask, 4L * n), ids = seq ? host(seqIds, 4L * n) : null;
@@ -413,6 +431,7 @@ public final class PolicyLoss {
         Check.notNull("cfg", cfg);
         Check.notNull("logits", logits);
         Check.notNull("in", in);
+        Check.live("logits", logits.data());
         long rows = logits.rows();
         Device dev = logits.device();
         checkStageInputs(cfg, aepoEntropyThreshold, in, rows, dev, logits.vocabLimit(), weights, sumsOut, workspace);
@@ -427,6 +446,11 @@ public final class PolicyLoss {
             throw new IllegalArgumentException("in-place gradient must have the logits' dtype and row stride");
         RowOutputs ro = checkRowOutputs(rowOut, rows, dev);
         Check.sameDevice(dev, new String[] {"gradLogits"}, gradLogits);
+        stageOverlaps(cfg, in, rows, true, weights, sumsOut, workspace).in("logits", logits)
+                .outMatrix("gradLogits", gradLogits, rows, logits.vocab(), gradRowStride, gradType, "logits")
+                .out("rowOut.logprob", ro.logprob(), rows, DType.F32).out("rowOut.entropy", ro.entropy(), rows, DType.F32)
+                .out("rowOut.gradLogprob", ro.gradLogprob(), rows, DType.F32)
+                .out("rowOut.gradEntropy", ro.gradEntropy(), rows, DType.F32).check();
         long x = logits.data().address(), v = logits.vocab(), s = logits.rowStride(), vl = logits.vocabLimit();
         long lab = in.labels().address();
         int lt = in.labelType().code();
@@ -475,7 +499,10 @@ public final class PolicyLoss {
         Check.fitsOrNull("entropy", entropy, rows, DType.F32);
         Check.fitsOrNull("gradLogprob", gradLogprob, rows, DType.F32);
         Check.fitsOrNull("gradEntropy", gradEntropy, rows, DType.F32);
-        Check.sameDevice(dev, new String[] {"entropy", "gradLogprob", "gradEntropy"}, entropy, gradLogprob, gradEntropy);
+        Check.sameDevice(dev, "logprob", new String[] {"entropy", "gradLogprob", "gradEntropy"}, entropy, gradLogprob, gradEntropy);
+        stageOverlaps(cfg, in, rows, false, weights, sumsOut, workspace).in("logprob", logprob, rows, DType.F32)
+                .in("entropy", entropy, rows, DType.F32).out("gradLogprob", gradLogprob, rows, DType.F32)
+                .out("gradEntropy", gradEntropy, rows, DType.F32).check();
         if (entropy == null && cfg.entropyCoef() != 0)
             throw new IllegalArgumentException("entropy is required when entropyCoef != 0 (got " + cfg.entropyCoef() + ")");
         if (cfg.selectsByEntropy() && in.selectEntropy() == null && entropy == null)
@@ -524,6 +551,10 @@ public final class PolicyLoss {
         for (int r = 0; r < rows; r++) rowMask[r] = mask[r] > 0;
         Check.labels("labels", labels, rowMask, vocabLimit);
         Check.lengthOrNull("selectEntropy", selectEntropy, rows);
+        // in place over the logits is allowed; the per-row inputs are read while the gradient is written
+        String[] names = {"oldLogprob", "advantages", "mask", "refLogprob", "selectEntropy"};
+        float[][] ins = {oldLogprob, advantages, mask, refLogprob, selectEntropy};
+        for (int i = 0; i < ins.length; i++) Check.notSame("gradLogitsOut", gradLogitsOut, names[i], ins[i]);
         float[] weights = new float[rows];
         double[] counts = weights(cfg, rows, mask, seqIds, numSeqs, weights);
         return new Prepared(weights, counts, rowMask);
@@ -635,6 +666,24 @@ public final class PolicyLoss {
         Check.keepAlive(in);
     }
 
+    /** numSeqs of a sequence-mean aggregation is in [1, max(1, rows)] (ids are row indices at most). */
+    private static void checkNumSeqs(PolicyLossConfig cfg, long rows, long ns) {
+        if (cfg.agg().needsSequences() && (ns < 1 || ns > Math.max(1, rows)))
+            throw new IllegalArgumentException("numSeqs must be in [1, rows = " + rows + "], got " + ns);
+    }
+
+    /** The per-row inputs, weights, sums and the kernel's workspace of a loss stage, for the overlap check. */
+    private static Check.Overlaps stageOverlaps(PolicyLossConfig cfg, Inputs in, long rows, boolean labels, MemRef weights,
+                                                MemRef sumsOut, MemRef workspace) {
+        return Check.overlaps().in("labels", labels ? in.labels() : null, rows, labels ? in.labelType() : DType.U8)
+                .in("oldLogprob", in.oldLogprob(), rows, DType.F32).in("advantages", in.advantages(), rows, DType.F32)
+                .in("mask", in.mask(), rows, DType.F32).in("weights", weights, rows, DType.F32)
+                .in("refLogprob", cfg.klType() != KlType.NONE ? in.refLogprob() : null, rows, DType.F32)
+                .in("selectEntropy", cfg.selectsByEntropy() ? in.selectEntropy() : null, rows, DType.F32)
+                .out("sumsOut", sumsOut, PolicyLossResult.NUM_SUMS, DType.I64)
+                .outBytes("workspace", workspace, nativeWorkspace(rows, 0));
+    }
+
     private static RowOutputs checkRowOutputs(RowOutputs rowOut, long rows, Device dev) {
         RowOutputs ro = rowOut == null ? new RowOutputs(null, null, null, null) : rowOut;
         Check.fitsOrNull("rowOut.logprob", ro.logprob(), rows, DType.F32);
@@ -664,6 +713,7 @@ public final class PolicyLoss {
             throw new IllegalArgumentException("workspace needs " + need + " bytes but holds " + workspace.bytes());
         if (workspace.address() % 8 != 0)
             throw new IllegalArgumentException("workspace must be 8-byte aligned, address " + workspace.address());
+        Check.live("workspace", workspace);
     }
 
     /** A view of host memory (the memory stays owned by {@code ref}'s owner). */
@@ -684,10 +734,10 @@ public final class PolicyLoss {
     }
 
     /** {@code n} floats of {@code ref} (host or device; a device read waits for the stream). */
-    private static float[] readFloats(MemRef ref, long n, long stream) {
+    private static float[] readFloats(String name, MemRef ref, long n, long stream) {
         float[] out = new float[Math.toIntExact(n)];
         if (n == 0) return out;
-        Check.fits("values", ref, n, DType.F32);
+        Check.fits(name, ref, n, DType.F32);
         if (ref.device().isCuda()) {
             try (org.bytedeco.javacpp.FloatPointer h = new org.bytedeco.javacpp.FloatPointer(n)) {
                 Kernels.onCudaDevice(ref.device().index(), () -> {

@@ -205,6 +205,7 @@ public final class Sampler {
         Check.notNull("batch", in);
         Check.notNull("outputs", out);
         LogitsView x = in.logits();
+        Check.live("logits", x.data());
         long rows = x.rows();
         Check.fitsOrNull("keys", in.keys(), rows, DType.I64);
         Check.fitsOrNull("steps", in.steps(), rows, DType.I64);
@@ -225,6 +226,13 @@ public final class Sampler {
                         "tokens", "logprobSampled", "logprob", "entropy"}, in.keys(), in.steps(), in.seeds(),
                 in.temperatures(), in.topKs(), in.topPs(), in.minPs(), in.rowMask(), out.tokens(), out.logprobSampled(),
                 out.logprob(), out.entropy());
+        Check.overlaps().in("logits", x).in("keys", in.keys(), rows, DType.I64).in("steps", in.steps(), rows, DType.I64)
+                .in("seeds", in.seeds(), rows, DType.I64).in("temperatures", in.temperatures(), rows, DType.F32)
+                .in("topKs", in.topKs(), rows, DType.I32).in("topPs", in.topPs(), rows, DType.F32)
+                .in("minPs", in.minPs(), rows, DType.F32).in("rowMask", in.rowMask(), rows, DType.U8)
+                .out("tokens", out.tokens(), rows, out.tokenType())
+                .out("logprobSampled", out.logprobSampled(), rows, DType.F32).out("logprob", out.logprob(), rows, DType.F32)
+                .out("entropy", out.entropy(), rows, DType.F32).check();
         if (!dev.isCuda()) checkHostRows(in, rows);
         SamplingParams p = in.params();
         long lx = x.data().address(), v = x.vocab(), s = x.rowStride(), vl = x.vocabLimit();
@@ -306,11 +314,13 @@ public final class Sampler {
         FloatPointer tp = in.topPs() == null ? null : new FloatPointer(host(in.topPs()));
         FloatPointer mp = in.minPs() == null ? null : new FloatPointer(host(in.minPs()));
         LongPointer st = in.steps() == null ? null : new LongPointer(host(in.steps()));
-        if (t == null && tp == null && mp == null && st == null) return;
+        IntPointer tk = in.topKs() == null ? null : new IntPointer(host(in.topKs()));
+        if (t == null && tp == null && mp == null && st == null && tk == null) return;
         for (long r = 0; r < rows; r++) {
             if (mask != null && mask.get(r) == 0) continue;
             try {
-                new SamplingParams(t == null ? 0f : t.get(r), 0, tp == null ? 1f : tp.get(r), mp == null ? 0f : mp.get(r));
+                new SamplingParams(t == null ? 0f : t.get(r), tk == null ? 0 : tk.get(r), tp == null ? 1f : tp.get(r),
+                        mp == null ? 0f : mp.get(r));
             } catch (IllegalArgumentException e) {
                 throw new IllegalArgumentException("row " + r + ": " + e.getMessage(), e);
             }

@@ -61,6 +61,8 @@ public final class TokenAdvantages {
                                            boolean[] postTool, TokenShaping shaping, float[] out) {
         Check.notNull("seqIds", seqIds);
         Check.length("out", out, seqIds.length);
+        Check.notSame("out", out, "seqAdvantages", seqAdvantages);
+        Check.notSame("out", out, "entropy", entropy);
         return run(seqAdvantages, seqIds, 0, lossMask, entropy, postTool, shaping, out);
     }
 
@@ -151,15 +153,18 @@ public final class TokenAdvantages {
         Check.fits("out", out, nTokens, DType.F32);
         if (shaping.needsEntropy() && stats == null)
             throw new IllegalArgumentException(shaping.mode() + " needs a stats buffer (" + ShapingStats.LENGTH + " doubles)");
-        if (stats != null && stats.bytes() < 8L * ShapingStats.LENGTH)
-            throw new IllegalArgumentException("stats needs " + 8 * ShapingStats.LENGTH + " bytes (" + ShapingStats.LENGTH
-                    + " doubles) but holds " + stats.bytes());
+        if (stats != null) Check.fits("stats", stats, ShapingStats.LENGTH, DType.I64);  // 8 doubles, 8-byte aligned
         Device dev = out.device();
         String[] names = {"seqAdvantages", "seqIds", "lossMask", "entropy", "postTool", "stats"};
         MemRef[] refs = {seqAdvantages, seqIds, lossMask, entropy, postTool, stats};
         for (int i = 0; i < refs.length; i++)
             if (refs[i] != null && !refs[i].device().equals(dev))
                 throw new IllegalArgumentException(names[i] + " is on " + refs[i].device() + " but out is on " + dev);
+        Check.overlaps().in("seqAdvantages", seqAdvantages, nSeqs, DType.F32).in("seqIds", seqIds, nTokens, seqIdType)
+                .in("lossMask", lossMask, nTokens, DType.U8).in("entropy", entropy, nTokens, DType.F32)
+                .in("postTool", postTool, nTokens, DType.U8).out("out", out, nTokens, DType.F32)
+                .out("stats", stats, ShapingStats.LENGTH, DType.I64).check();
+        if (!dev.isCuda()) checkHostTokens(seqIds, seqIdType, nSeqs, nTokens, lossMask, entropy, shaping);
         long a = addr(seqAdvantages), ids = addr(seqIds), m = addr(lossMask), h = addr(entropy), p = addr(postTool);
         long o = out.address(), st = addr(stats);
         int idType = seqIds == null ? DType.I32.code() : seqIdType.code();
@@ -177,6 +182,38 @@ public final class TokenAdvantages {
         }
         Check.keepAlive(seqAdvantages, seqIds, lossMask, entropy, postTool, out, stats);
         check(rc);
+    }
+
+    /** Host memory: the first valid token with a bad sequence id or (shaping) entropy, named before the kernel runs. */
+    private static void checkHostTokens(MemRef seqIds, DType idType, long nSeqs, long nTokens, MemRef lossMask,
+                                        MemRef entropy, TokenShaping shaping) {
+        boolean h = shaping.needsEntropy();
+        if (nTokens == 0 || (seqIds == null && !h)) return;
+        org.bytedeco.javacpp.BytePointer m = lossMask == null ? null : new org.bytedeco.javacpp.BytePointer(host(lossMask));
+        org.bytedeco.javacpp.IntPointer i32 = seqIds != null && idType == DType.I32 ? new org.bytedeco.javacpp.IntPointer(host(seqIds)) : null;
+        org.bytedeco.javacpp.LongPointer i64 = seqIds != null && idType == DType.I64 ? new org.bytedeco.javacpp.LongPointer(host(seqIds)) : null;
+        org.bytedeco.javacpp.FloatPointer e = h ? new org.bytedeco.javacpp.FloatPointer(host(entropy)) : null;
+        for (long t = 0; t < nTokens; t++) {
+            if (m != null && m.get(t) == 0) continue;
+            if (seqIds != null) {
+                long id = i32 != null ? i32.get(t) : i64.get(t);
+                if (id < 0 || id >= nSeqs)
+                    throw new IllegalArgumentException("seqIds[" + t + "] = " + id + " is outside [0, " + nSeqs + ")");
+            }
+            if (e != null && !Float.isFinite(e.get(t)))
+                throw new IllegalArgumentException("entropy[" + t + "] = " + e.get(t) + " is not finite");
+        }
+        Check.keepAlive(seqIds, lossMask, entropy);
+    }
+
+    private static org.bytedeco.javacpp.Pointer host(MemRef ref) {
+        return new org.bytedeco.javacpp.Pointer() {
+            {
+                address = ref.address();
+                capacity = ref.bytes();
+                limit = ref.bytes();
+            }
+        };
     }
 
     private static void check(int rc) {
@@ -215,10 +252,13 @@ public final class TokenAdvantages {
         }
         // per trajectory, what its previous token was: nothing/OTHER, TOOL, a post-tool or another assistant turn
         final byte none = 0, tool = 1, postTurn = 2, plainTurn = 3;
-        byte[] state = new byte[maxId + 1];
+        // ids index the state directly when dense (at most one trajectory per token); sparse ids are renumbered
+        java.util.HashMap<Integer, Integer> dense = maxId < seqIds.length ? null : new java.util.HashMap<>();
+        if (dense != null) for (int id : seqIds) dense.putIfAbsent(id, dense.size());
+        byte[] state = new byte[dense == null ? maxId + 1 : dense.size()];
         boolean[] flags = new boolean[seqIds.length];
         for (int t = 0; t < seqIds.length; t++) {
-            int s = seqIds[t];
+            int s = dense == null ? seqIds[t] : dense.get(seqIds[t]);
             byte r = roles[t];
             byte next;
             if (r == ROLE_TOOL) next = tool;

@@ -72,6 +72,12 @@ public final class TokenStats {
             Check.length("labels", labels, rows);
             Check.labels("labels", labels, rowMask, vocabLimit);
         }
+        Check.notSame("logprobOut", logprobOut, "entropyOut", entropyOut);
+        Check.notSame("logprobOut", logprobOut, "lseOut", lseOut);
+        Check.notSame("entropyOut", entropyOut, "lseOut", lseOut);
+        Check.notSame("logprobOut", logprobOut, "logits", logits);
+        Check.notSame("entropyOut", entropyOut, "logits", logits);
+        Check.notSame("lseOut", lseOut, "logits", logits);
         int rc = ArborCpu.arbor_cpu_token_stats_fwd_f32(logits, rows, vocab, vocab, vocabLimit,
                 logprobOut != null ? labels : null, ArborCpu.I32, temperature, Check.mask(rowMask), logprobOut,
                 entropyOut, lseOut, Kernels.threads());
@@ -115,6 +121,12 @@ public final class TokenStats {
             Check.length("labels", labels, rows);
             Check.labels("labels", labels, rowMask, vocabLimit);
         }
+        // in place over the logits is the documented exception (docs/kernels.md); the per-row inputs are read
+        // while the gradient is written
+        Check.notSame("gradLogitsOut", gradLogitsOut, "lse", lse);
+        Check.notSame("gradLogitsOut", gradLogitsOut, "entropy", entropy);
+        Check.notSame("gradLogitsOut", gradLogitsOut, "gradLogprob", gradLogprob);
+        Check.notSame("gradLogitsOut", gradLogitsOut, "gradEntropy", gradEntropy);
         int rc = ArborCpu.arbor_cpu_token_stats_bwd_f32(logits, rows, vocab, vocab, vocabLimit,
                 gradLogprob != null ? labels : null, ArborCpu.I32, temperature, Check.mask(rowMask), lse, entropy,
                 gradLogprob, gradEntropy, gradLogitsOut, ArborCpu.F32, vocab, Kernels.threads());
@@ -131,14 +143,15 @@ public final class TokenStats {
      * (asynchronous; ignored for the CPU).
      *
      * @param labels    {@code rows} labels of {@code labelType} (I32 or I64); may be null when
-     *                  {@code logprob} is null. On the CPU a label outside [0, vocabLimit) on a valid
-     *                  row throws after the call (that row is NaN); on CUDA it gives a NaN row.
+     *                  {@code logprob} is null. In host memory a label outside [0, vocabLimit) on a valid
+     *                  row throws before the kernel runs, naming the row and value; on CUDA it gives a NaN row.
      * @param rowMask   {@code rows} bytes (0 = masked), or null
      * @param logprob   {@code rows} fp32 outputs, or null (likewise {@code entropy}, {@code lse})
      */
     public static void forward(LogitsView logits, MemRef labels, DType labelType, float temperature, MemRef rowMask,
                                MemRef logprob, MemRef entropy, MemRef lse, long cudaStream) {
         Check.notNull("logits", logits);
+        Check.live("logits", logits.data());
         Check.finitePositive("temperature", temperature);
         long rows = logits.rows();
         if (logprob != null) checkLabels(labels, labelType, rows);
@@ -149,6 +162,10 @@ public final class TokenStats {
         Device dev = logits.device();
         Check.sameDevice(dev, new String[] {"labels", "rowMask", "logprob", "entropy", "lse"},
                 logprob != null ? labels : null, rowMask, logprob, entropy, lse);
+        Check.overlaps().in("logits", logits).in("labels", logprob != null ? labels : null, rows, labelType)
+                .in("rowMask", rowMask, rows, DType.U8).out("logprob", logprob, rows, DType.F32)
+                .out("entropy", entropy, rows, DType.F32).out("lse", lse, rows, DType.F32).check();
+        if (logprob != null) Check.hostLabels("labels", labels, labelType, rows, rowMask, logits.vocabLimit());
         long lab = logprob != null ? addr(labels) : 0L;
         int lt = labelType == null ? DType.I64.code() : labelType.code();
         long x = logits.data().address(), v = logits.vocab(), s = logits.rowStride(), vl = logits.vocabLimit();
@@ -184,6 +201,7 @@ public final class TokenStats {
                                 MemRef lse, MemRef entropy, MemRef gradLogprob, MemRef gradEntropy,
                                 MemRef gradLogits, DType gradType, long gradRowStride, long cudaStream) {
         Check.notNull("logits", logits);
+        Check.live("logits", logits.data());
         Check.finitePositive("temperature", temperature);
         long rows = logits.rows();
         if (gradLogprob != null) checkLabels(labels, labelType, rows);
@@ -206,6 +224,12 @@ public final class TokenStats {
         Device dev = logits.device();
         Check.sameDevice(dev, new String[] {"labels", "rowMask", "lse", "entropy", "gradLogprob", "gradEntropy", "gradLogits"},
                 gradLogprob != null ? labels : null, rowMask, lse, entropy, gradLogprob, gradEntropy, gradLogits);
+        Check.overlaps().in("logits", logits).in("labels", gradLogprob != null ? labels : null, rows, labelType)
+                .in("rowMask", rowMask, rows, DType.U8).in("lse", lse, rows, DType.F32)
+                .in("entropy", entropy, rows, DType.F32).in("gradLogprob", gradLogprob, rows, DType.F32)
+                .in("gradEntropy", gradEntropy, rows, DType.F32)
+                .outMatrix("gradLogits", gradLogits, rows, logits.vocab(), gradRowStride, gradType, "logits").check();
+        if (gradLogprob != null) Check.hostLabels("labels", labels, labelType, rows, rowMask, logits.vocabLimit());
         long lab = gradLogprob != null ? addr(labels) : 0L;
         int lt = labelType == null ? DType.I64.code() : labelType.code();
         long x = logits.data().address(), v = logits.vocab(), s = logits.rowStride(), vl = logits.vocabLimit();

@@ -106,6 +106,9 @@ public final class PythonSandbox implements AutoCloseable {
                 throw new SandboxException("the bubblewrap jail was required but is unavailable: " + why);
             }
         }
+        if (level == Isolation.JAIL && cfg.forkServer && !bwrapFeatures.getOrDefault("--as-pid-1", false)) {
+            throw new SandboxException("forkServer(true) needs bubblewrap's --as-pid-1 (bubblewrap >= 0.3), which " + cfg.bwrap + " lacks");
+        }
         this.isolation = level;
         this.report = describe(why);
         if (level == Isolation.RLIMITS_ONLY && cfg.isolation == Isolation.AUTO && FALLBACK_WARNED.compareAndSet(false, true)) {
@@ -421,6 +424,10 @@ public final class PythonSandbox implements AutoCloseable {
     private List<String> bwrapArgs() {
         List<String> a = new ArrayList<>(List.of(cfg.bwrap.toString(), "--unshare-all", "--unshare-user"));
         if (bwrapFeatures.getOrDefault("--disable-userns", false)) a.add("--disable-userns");
+        // Fork server: the template itself is the jail's pid 1. The kernel then drops the signals a session
+        // sends it (kill of the parent, kill(-1)), and no separate init is left that a session could ptrace
+        // or write through /proc/1/mem and that would outlive the session (the template is not dumpable).
+        if (cfg.forkServer) a.add("--as-pid-1");
         a.addAll(List.of("--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--uid", String.valueOf(JAIL_UID), "--gid", String.valueOf(JAIL_UID), "--hostname", "sandbox",
                 "--ro-bind", "/usr", "/usr"));
@@ -509,7 +516,7 @@ public final class PythonSandbox implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        for (String opt : List.of("--disable-userns", "--size")) f.put(opt, help.contains(opt + " "));
+        for (String opt : List.of("--disable-userns", "--size", "--as-pid-1")) f.put(opt, help.contains(opt + " ") || help.contains(opt + "\n"));
         return f;
     }
 

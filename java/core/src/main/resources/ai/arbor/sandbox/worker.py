@@ -567,6 +567,19 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
             out.append(pid)
         return out
 
+    def reap_orphans():
+        # the template is the jail's init: processes orphaned by a dead session child come to it
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            c = state.get('child')
+            if c is not None and pid == c['pid'] and c['status'] is None:
+                c['status'] = st
+
     def kill_others(spare):
         # a swarm forks while we kill: repeat until a pass finds nothing (bounded)
         for _ in range(1000):
@@ -578,8 +591,10 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
                     _kill(p, signal.SIGKILL)
                 except OSError:
                     pass
-            # not reaped here: in the jail the template's only child is the session's interpreter; the
-            # strays are the interpreter's children (reaped by it before its next cell) or init's
+            # strays are the session child's children (it is a subreaper and reaps them before its next
+            # cell), or the template's once that child is gone
+            if state.get('child') is None or state['child']['status'] is not None:
+                reap_orphans()
             time.sleep(0.0005)
 
     def children():
@@ -665,6 +680,7 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
                 except ChildProcessError:
                     pass
             kill_others(())
+            reap_orphans()
         else:
             if c is not None:
                 try:
@@ -684,6 +700,10 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
                 os.close(req_w)
                 os.close(st_r)
                 os.close(REQ)  # the child never sees Java's request channel
+                libc.prctl(4, 1, 0, 0, 0)
+                # orphans of the session's processes become the child's children, not the template's: the
+                # template's only child is then the session's interpreter (what Java's stray stopper spares)
+                libc.prctl(36, 1, 0, 0, 0)
                 child(req_r, st_w)
             finally:
                 _exit(70)
@@ -777,12 +797,15 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
             elif r or (c['pidfd'] is None and exited(c)):
                 return None, 'exited'
 
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
     if not jail:
-        try:
-            import ctypes
-            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-        except Exception:
-            pass
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    # Not dumpable: a session's code (same uid) cannot ptrace the template, nor read or write its memory
+    # through /proc/<pid>/mem or process_vm_writev, so it cannot plant anything in the later sessions the
+    # template forks. Children are made dumpable again (a normal process to the cell).
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise RuntimeError('prctl(PR_SET_DUMPABLE, 0) failed')
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     clean_dirs()
     write_all(ERR, frame(cfg['nonce'].encode(), b'end'))

@@ -57,6 +57,12 @@ public final class PythonSandbox implements AutoCloseable {
      */
     public static final Map<String, String> WORKER_ENVIRONMENT = workerEnvironment("/scratch");
 
+    /**
+     * Fork server: interpreters each template keeps forked ahead for the next sessions (they wait for their
+     * first cell; a new process's first time slice is what makes a fork slow on a loaded machine).
+     */
+    static final int FORK_SPARES = 2;
+
     /** Uid of the worker inside the jail. */
     public static final int JAIL_UID = 1000;
 
@@ -408,6 +414,7 @@ public final class PythonSandbox implements AutoCloseable {
         conf.put("preimport", cfg.preImports);
         conf.put("max_output_bytes", cfg.maxOutputBytes);
         conf.put("fork_server", cfg.forkServer);
+        conf.put("fork_spares", FORK_SPARES);
         conf.put("grace_ms", cfg.hardTimeoutGrace.toMillis());
         long hardOutput = Math.addExact(Math.multiplyExact(cfg.maxOutputBytes, 2), 1L << 16);
         return new WorkerSpec(argv, cfg.launcherEnvironment, dir, nonce -> {

@@ -57,6 +57,7 @@ public final class SandboxServer implements AutoCloseable {
     private final AtomicLong served = new AtomicLong();
     private final AtomicLong rejected = new AtomicLong();
     private final AtomicLong cancelled = new AtomicLong();
+    private final java.util.concurrent.ExecutorService closer;
     private volatile boolean closed;
 
     private SandboxServer(PythonSandbox sandbox, InetSocketAddress address, Duration maxTimeout, Duration admissionTimeout,
@@ -65,6 +66,12 @@ public final class SandboxServer implements AutoCloseable {
         this.maxTimeout = maxTimeout;
         this.admissionTimeout = admissionTimeout;
         this.maxBodyBytes = 2L * sandbox.config().maxCodeBytes + (1 << 20);
+        this.closer = new java.util.concurrent.ThreadPoolExecutor(1, Math.max(2, sandbox.config().workers), 30, java.util.concurrent.TimeUnit.SECONDS,
+                new java.util.concurrent.LinkedBlockingQueue<>(4 * sandbox.config().workers), r -> {
+                    Thread t = new Thread(r, "arbor-sandbox-http-close");
+                    t.setDaemon(true);
+                    return t;
+                });
         this.http = new SandboxHttp(address, maxConnections, maxBodyBytes, new SandboxHttp.Handler() {
             @Override
             public SandboxHttp.Response handle(SandboxHttp.Request r) throws InterruptedException {
@@ -142,6 +149,7 @@ public final class SandboxServer implements AutoCloseable {
         closed = true;
         http.close(); // closes the listener and every open connection now
         for (PythonSession s : List.copyOf(inFlight)) s.close(); // their calls end with SANDBOX_ERROR
+        closer.shutdown();
     }
 
     // ---------------------------------------------------------------- routing and errors
@@ -498,7 +506,13 @@ public final class SandboxServer implements AutoCloseable {
         } finally {
             running.decrementAndGet();
             inFlight.remove(s);
-            s.close();
+            // Ending the session (a fork server's clean-up, or killing a worker) is not the client's
+            // business: the response goes out first. Closed inline when the closer is saturated.
+            try {
+                closer.execute(s::close);
+            } catch (RuntimeException e) {
+                s.close();
+            }
         }
     }
 }

@@ -171,6 +171,19 @@ final class Worker {
     private java.util.Set<Long> findInterpreterChain() {
         java.util.Set<Long> chain = new java.util.HashSet<>();
         ProcessHandle h = process.toHandle();
+        if (spec.forkServer()) {
+            // bwrap --as-pid-1: the launcher's only child is the template, whose children (the spares it
+            // forks right after the ready frame, later the session's interpreter) are spared separately
+            List<ProcessHandle> kids;
+            try {
+                kids = h.children().toList();
+            } catch (RuntimeException e) {
+                return null;
+            }
+            if (kids.size() != 1) return null;
+            deepest = kids.get(0).pid();
+            return java.util.Set.of(h.pid(), deepest);
+        }
         for (int depth = 0; depth < 8; depth++) {
             chain.add(h.pid());
             deepest = h.pid();

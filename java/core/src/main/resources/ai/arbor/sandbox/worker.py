@@ -576,9 +576,9 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
                 return
             if pid == 0:
                 return
-            c = state.get('child')
-            if c is not None and pid == c['pid'] and c['status'] is None:
-                c['status'] = st
+            for c in [state.get('child')] + state.get('spares', []):
+                if c is not None and pid == c['pid'] and c['status'] is None:
+                    c['status'] = st
 
     def kill_others(spare):
         # a swarm forks while we kill: repeat until a pass finds nothing (bounded)
@@ -607,11 +607,11 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
             pass
         return kids
 
-    def kill_descendants():
+    def kill_descendants(spare):
         # fallback mode (no pid namespace): this process is a subreaper, so every orphan of the session
-        # becomes its child; kill children until there are none
+        # becomes its child; kill children (but the spares) until there are none
         for _ in range(1000):
-            kids = children()
+            kids = [k for k in children() if k not in spare]
             if not kids:
                 return
             for p in kids:
@@ -658,28 +658,31 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
             except OSError:
                 _exit(72)
 
-    state = {'child': None}
+    state = {'child': None, 'spares': []}
+    SPARES = max(0, int(cfg.get('fork_spares', 2)))
+
+    def spare_pids():
+        return tuple(c['pid'] for c in state['spares'])
+
+    def close_fds(c):
+        for fd in (c['req'], c['st']) + ((c['pidfd'],) if c['pidfd'] is not None else ()):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def end_child():
         c = state['child']
         state['child'] = None
         if c is not None:
-            for fd in (c['req'], c['st']) + ((c['pidfd'],) if c['pidfd'] is not None else ()):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            close_fds(c)
         if jail:
-            try:
-                _kill(-1, signal.SIGKILL)  # everything but this process and the jail's init
-            except OSError:
-                pass
+            kill_others(spare_pids())  # everything but this template (pid 1) and the spares
             if c is not None and c['status'] is None:
                 try:
                     os.waitpid(c['pid'], 0)
                 except ChildProcessError:
                     pass
-            kill_others(())
             reap_orphans()
         else:
             if c is not None:
@@ -687,9 +690,13 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
                     _kill(c['pid'], signal.SIGKILL)
                 except OSError:
                     pass
-            kill_descendants()
+            kill_descendants(spare_pids())
 
     def spawn():
+        """Forks a spare interpreter; it waits for its session's first cell."""
+        others = []
+        for o in ([state['child']] if state['child'] is not None else []) + state['spares']:
+            others += [o['req'], o['st']] + ([o['pidfd']] if o['pidfd'] is not None else [])
         req_r, req_w = os.pipe()
         st_r, st_w = os.pipe()
         for fd in (req_w, st_r):
@@ -700,7 +707,10 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
                 os.close(req_w)
                 os.close(st_r)
                 os.close(REQ)  # the child never sees Java's request channel
-                libc.prctl(4, 1, 0, 0, 0)
+                # nor the template's ends of the other interpreters' pipes (it could write cells into a
+                # later session's interpreter)
+                for fd in others:
+                    os.close(fd)
                 # orphans of the session's processes become the child's children, not the template's: the
                 # template's only child is then the session's interpreter (what Java's stray stopper spares)
                 libc.prctl(36, 1, 0, 0, 0)
@@ -714,12 +724,39 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
             pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             pass
-        state['child'] = {'pid': pid, 'req': req_w, 'st': st_r, 'pidfd': pidfd, 'status': None}
+        return {'pid': pid, 'req': req_w, 'st': st_r, 'pidfd': pidfd, 'status': None}
+
+    def take_spare():
+        """A spare that nothing has touched (alive, not stopped), else a new fork."""
+        reap_orphans()
+        while state['spares']:
+            c = state['spares'].pop(0)
+            try:
+                with open('/proc/%d/stat' % c['pid'], 'rb') as f:
+                    st = f.read()
+                ok = c['status'] is None and st[st.rindex(b')') + 2:st.rindex(b')') + 3] in (b'S', b'R')
+            except (OSError, ValueError):
+                ok = False
+            if ok:
+                return c
+            # killed or stopped by an earlier session's code: thrown away
+            try:
+                _kill(c['pid'], signal.SIGKILL)
+            except OSError:
+                pass
+            close_fds(c)
+            if c['status'] is None:
+                try:
+                    os.waitpid(c['pid'], 0)
+                except ChildProcessError:
+                    pass
+        return spawn()
 
     def child(req_fd, st_fd):
         chan[0] = req_fd
         inbuf.clear()
         mine = os.getpid()
+        first = [True]
         # `random` reseeds itself at fork; numpy's legacy global generator does not
         np = sys.modules.get('numpy')
         if np is not None:
@@ -731,6 +768,11 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
             header = read_line(256).split(b' ')
             if len(header) != 5 or header[0] != b'X':
                 _exit(65)
+            if first[0]:
+                # A spare is not dumpable (inherited from the template) until its session starts: code of
+                # another session cannot trace it or write its memory. From here on it is this session's.
+                first[0] = False
+                libc.prctl(4, 1, 0, 0, 0)
             # strays of the previous cell were killed by the template; their zombies are ours to reap
             # (they count against the process limit until then)
             try:
@@ -808,25 +850,39 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
         raise RuntimeError('prctl(PR_SET_DUMPABLE, 0) failed')
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     clean_dirs()
+    # Objects of the template are never collected in a child: without this, a child's first collection
+    # writes to every object's header and copies the template's whole heap page by page.
+    import gc
+    gc.freeze()
     write_all(ERR, frame(cfg['nonce'].encode(), b'end'))
     write_all(OUT, frame(cfg['nonce'].encode(), b'ready'))
     _booting[0] = False
     while True:
+        # Sessions' interpreters are forked ahead (SPARES of them), while the template would otherwise wait
+        # for Java: a fork and the new process's first time slice cost 5-30 ms on a loaded 2-core machine
+        # (the scheduler queues a new process behind the busy ones), which the session's first call would
+        # otherwise pay. Each is forked from the clean template after a clean-up, exactly as it would be on
+        # demand, and waits for its first cell.
+        while state['child'] is None and len(state['spares']) < SPARES:  # between sessions only
+            state['spares'].append(spawn())
         line = read_header()
         header = line.split(b' ')
         if len(header) != 5 or header[0] not in (b'X', b'E') or not all(h.isdigit() for h in header[2:]):
             _exit(65)
         nonce = header[1]
         if header[0] == b'E':
-            end_child()
-            clean_dirs()
+            # Answered first: Java returns this template to its pool at once, and a next session's first
+            # cell waits in the pipe until the clean-up below is complete (this loop reads nothing before).
+            # Waiting for killed processes to exit costs a time slice each on a loaded machine.
             write_all(ERR, frame(nonce, b'end'))
             write_all(OUT, frame(nonce, b'ok'))
+            end_child()
+            clean_dirs()
             continue
         timeout_s = int(header[2]) / 1000.0
         n = int(header[3]) + int(header[4])
         if state['child'] is None:
-            spawn()
+            state['child'] = take_spare()
         c = state['child']
         try:
             write_all(c['req'], line + b'\n')
@@ -855,7 +911,7 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
             if word.startswith(b'memory'):
                 end_child()  # an interpreter that ran out of memory may be inconsistent
             elif jail:
-                kill_others((c['pid'],))  # strays of the cell; the session's interpreter stays
+                kill_others((c['pid'],) + spare_pids())  # strays of the cell; the interpreters stay
         write_all(ERR, frame(nonce, b'end'))
         write_all(OUT, frame(nonce, tail))
 

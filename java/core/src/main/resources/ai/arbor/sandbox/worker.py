@@ -580,6 +580,33 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
                 if c is not None and pid == c['pid'] and c['status'] is None:
                     c['status'] = st
 
+    def kill_swarm(spare):
+        """After a cell: SIGKILL to every other process of the jail, in passes until one finds no new pid
+        (a killed process forks no more); not waited for, like the plain worker's kill(-1), so that a
+        swarm on a loaded machine cannot keep the end frame past Java's hard limit. Its remains are killed
+        and waited for at the end of the session, before anything of the next session runs."""
+        me1 = (1, me) + tuple(spare)
+        killed = set()
+        quiet = 0
+        for _ in range(200):
+            new = False
+            for name in os.listdir('/proc'):
+                if not name.isdigit():
+                    continue
+                pid = int(name)
+                if pid in me1 or pid in killed:
+                    continue
+                killed.add(pid)
+                new = True
+                try:
+                    _kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            quiet = 0 if new else quiet + 1
+            if quiet >= 2:
+                return
+            time.sleep(0.0002)
+
     def kill_others(spare):
         # a swarm forks while we kill: repeat until a pass finds nothing (bounded)
         for _ in range(1000):
@@ -871,13 +898,13 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
             _exit(65)
         nonce = header[1]
         if header[0] == b'E':
-            # Answered first: Java returns this template to its pool at once, and a next session's first
-            # cell waits in the pipe until the clean-up below is complete (this loop reads nothing before).
-            # Waiting for killed processes to exit costs a time slice each on a loaded machine.
-            write_all(ERR, frame(nonce, b'end'))
-            write_all(OUT, frame(nonce, b'ok'))
+            # Answered only once every process of the session is gone: output a dying stray writes after
+            # the frame would be taken by Java as the next session's (SandboxServer ends sessions after
+            # its response, so this wait is not the client's).
             end_child()
             clean_dirs()
+            write_all(ERR, frame(nonce, b'end'))
+            write_all(OUT, frame(nonce, b'ok'))
             continue
         timeout_s = int(header[2]) / 1000.0
         n = int(header[3]) + int(header[4])
@@ -911,7 +938,7 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
             if word.startswith(b'memory'):
                 end_child()  # an interpreter that ran out of memory may be inconsistent
             elif jail:
-                kill_others((c['pid'],) + spare_pids())  # strays of the cell; the interpreters stay
+                kill_swarm((c['pid'],) + spare_pids())  # strays of the cell; the interpreters stay
         write_all(ERR, frame(nonce, b'end'))
         write_all(OUT, frame(nonce, tail))
 

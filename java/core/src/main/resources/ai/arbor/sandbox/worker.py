@@ -917,7 +917,11 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
         except OSError:
             discard(n)
             sent = False
-        word, why = (None, 'exited') if not sent else await_status(c, time.monotonic() + timeout_s + grace_s / 2)
+        # The template's own deadline comes shortly before Java's hard one (soft + grace, from Java's clock):
+        # late enough that an interpreter still finishing its interrupted cell on a loaded machine makes
+        # it, early enough that the frames reach Java before it kills the whole template.
+        late = timeout_s + grace_s - max(0.1, grace_s / 5)
+        word, why = (None, 'exited') if not sent else await_status(c, time.monotonic() + late)
         if word is None:
             if why == 'eof':
                 # the status pipe closes when the child exits (or when the cell closed it): which one?

@@ -169,8 +169,8 @@ class ForkServerTest {
                         except BaseException:
                             pass""");
             assertEquals(ExecStatus.TIMEOUT, swallowed.status(), swallowed::toString);
-            assertTrue(swallowed.stateLost() && swallowed.stderr().contains("did not stop"), swallowed::toString);
-            assertTrue(swallowed.durationMillis() < 1900, "the template kills the child before Java's hard limit: " + swallowed);
+            // killed by the template (its message), not by Java's hard limit ("was killed after 2 s"), which would cost the template
+            assertTrue(swallowed.stateLost() && swallowed.stderr().contains("did not stop; the interpreter was killed and all"), swallowed::toString);
             ExecResult soft = s.execute("z = 3\nimport time\ntime.sleep(100)");
             assertEquals(ExecStatus.TIMEOUT, soft.status(), soft::toString);
             assertFalse(soft.stateLost(), soft::toString);

@@ -57,6 +57,12 @@ public final class PythonSandbox implements AutoCloseable {
      */
     public static final Map<String, String> WORKER_ENVIRONMENT = workerEnvironment("/scratch");
 
+    /**
+     * Fork server: interpreters each template keeps forked ahead for the next sessions (they wait for their
+     * first cell; a new process's first time slice is what makes a fork slow on a loaded machine).
+     */
+    static final int FORK_SPARES = 2;
+
     /** Uid of the worker inside the jail. */
     public static final int JAIL_UID = 1000;
 
@@ -81,11 +87,16 @@ public final class PythonSandbox implements AutoCloseable {
     private final AtomicLong spawnFailures = new AtomicLong();
     private final AtomicLong recycled = new AtomicLong();
     private final AtomicLong recycleFailures = new AtomicLong();
+    private final AtomicLong forkedSessions = new AtomicLong();
     private final AtomicLong spawnNanos = new AtomicLong();
 
-    /** Counters for monitoring and leak checks. */
+    /**
+     * Counters for monitoring and leak checks: {@code idle} workers ready for a session, {@code openSessions}
+     * (each holds a worker), {@code starting} workers being started; {@code forkedSessions} counts sessions a
+     * fork server's template ended cleanly.
+     */
     public record Stats(int workers, int idle, int openSessions, long spawned, long retired, long spawnFailures,
-                        double meanSpawnMillis, long recycled, long recycleFailures) {}
+                        double meanSpawnMillis, long recycled, long recycleFailures, int starting, long forkedSessions) {}
 
     private PythonSandbox(Builder b) {
         this.cfg = b.copy();
@@ -100,6 +111,9 @@ public final class PythonSandbox implements AutoCloseable {
             } else if (cfg.isolation == Isolation.JAIL) {
                 throw new SandboxException("the bubblewrap jail was required but is unavailable: " + why);
             }
+        }
+        if (level == Isolation.JAIL && cfg.forkServer && !bwrapFeatures.getOrDefault("--as-pid-1", false)) {
+            throw new SandboxException("forkServer(true) needs bubblewrap's --as-pid-1 (bubblewrap >= 0.3), which " + cfg.bwrap + " lacks");
         }
         this.isolation = level;
         this.report = describe(why);
@@ -151,8 +165,12 @@ public final class PythonSandbox implements AutoCloseable {
 
     public Stats stats() {
         long n = spawned.get();
+        int starting;
+        synchronized (poolLock) {
+            starting = spawning;
+        }
         return new Stats(cfg.workers, idle.size(), sessions.size(), n, retired.get(), spawnFailures.get(),
-                n == 0 ? 0 : spawnNanos.get() / 1e6 / n, recycled.get(), recycleFailures.get());
+                n == 0 ? 0 : spawnNanos.get() / 1e6 / n, recycled.get(), recycleFailures.get(), starting, forkedSessions.get());
     }
 
     /** Opens a session, waiting up to the builder's lease timeout for a free worker. */
@@ -253,6 +271,23 @@ public final class PythonSandbox implements AutoCloseable {
         }
         recycled.incrementAndGet();
         idle.add(w);
+    }
+
+    /**
+     * Fork server: ends the session's interpreter on a template and returns the template to the idle
+     * queue; retires it when the template does not report a clean end in time.
+     */
+    void endForkedSession(Worker w, boolean toIdle) {
+        if (closed || !w.alive() || !w.endSession(cfg.hardTimeoutGrace.toMillis() + 2000)) {
+            retire(w);
+            return;
+        }
+        forkedSessions.incrementAndGet();
+        if (toIdle) idle.add(w);
+    }
+
+    boolean forkServer() {
+        return cfg.forkServer;
     }
 
     /** Kills a worker for good and starts its replacement in the background. */
@@ -378,6 +413,9 @@ public final class PythonSandbox implements AutoCloseable {
         conf.put("int_max_str_digits", cfg.intMaxStrDigits);
         conf.put("preimport", cfg.preImports);
         conf.put("max_output_bytes", cfg.maxOutputBytes);
+        conf.put("fork_server", cfg.forkServer);
+        conf.put("fork_spares", FORK_SPARES);
+        conf.put("grace_ms", cfg.hardTimeoutGrace.toMillis());
         long hardOutput = Math.addExact(Math.multiplyExact(cfg.maxOutputBytes, 2), 1L << 16);
         return new WorkerSpec(argv, cfg.launcherEnvironment, dir, nonce -> {
             Map<String, Object> m = new LinkedHashMap<>(conf);
@@ -387,12 +425,16 @@ public final class PythonSandbox implements AutoCloseable {
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
-        }, cfg.spawnTimeout, cfg.outputHeadChars, cfg.outputTailChars, hardOutput, jail && cfg.killStrayProcesses);
+        }, cfg.spawnTimeout, cfg.outputHeadChars, cfg.outputTailChars, hardOutput, jail && cfg.killStrayProcesses, cfg.forkServer);
     }
 
     private List<String> bwrapArgs() {
         List<String> a = new ArrayList<>(List.of(cfg.bwrap.toString(), "--unshare-all", "--unshare-user"));
         if (bwrapFeatures.getOrDefault("--disable-userns", false)) a.add("--disable-userns");
+        // Fork server: the template itself is the jail's pid 1. The kernel then drops the signals a session
+        // sends it (kill of the parent, kill(-1)), and no separate init is left that a session could ptrace
+        // or write through /proc/1/mem and that would outlive the session (the template is not dumpable).
+        if (cfg.forkServer) a.add("--as-pid-1");
         a.addAll(List.of("--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--uid", String.valueOf(JAIL_UID), "--gid", String.valueOf(JAIL_UID), "--hostname", "sandbox",
                 "--ro-bind", "/usr", "/usr"));
@@ -481,7 +523,7 @@ public final class PythonSandbox implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        for (String opt : List.of("--disable-userns", "--size")) f.put(opt, help.contains(opt + " "));
+        for (String opt : List.of("--disable-userns", "--size", "--as-pid-1")) f.put(opt, help.contains(opt + " ") || help.contains(opt + "\n"));
         return f;
     }
 
@@ -589,6 +631,7 @@ public final class PythonSandbox implements AutoCloseable {
         Isolation isolation = Isolation.AUTO;
         boolean killStrayProcesses = true;
         boolean recycleWorkers = false;
+        boolean forkServer = false;
         Duration leaseTimeout = Duration.ofSeconds(60);
         Duration spawnTimeout = Duration.ofSeconds(20);
         List<Path> readOnlyBinds = List.of();
@@ -605,7 +648,7 @@ public final class PythonSandbox implements AutoCloseable {
             b.tmpSizeMb = tmpSizeMb; b.cpuLimit = cpuLimit; b.outputHeadChars = outputHeadChars;
             b.outputTailChars = outputTailChars; b.maxOutputBytes = maxOutputBytes; b.maxCodeBytes = maxCodeBytes;
             b.intMaxStrDigits = intMaxStrDigits; b.preImports = List.copyOf(preImports); b.isolation = isolation;
-            b.killStrayProcesses = killStrayProcesses; b.recycleWorkers = recycleWorkers; b.leaseTimeout = leaseTimeout; b.spawnTimeout = spawnTimeout;
+            b.killStrayProcesses = killStrayProcesses; b.recycleWorkers = recycleWorkers; b.forkServer = forkServer; b.leaseTimeout = leaseTimeout; b.spawnTimeout = spawnTimeout;
             b.readOnlyBinds = List.copyOf(readOnlyBinds); b.sandboxUid = sandboxUid;
             b.launcherEnvironment = Map.copyOf(launcherEnvironment);
             return b;
@@ -768,6 +811,21 @@ public final class PythonSandbox implements AutoCloseable {
             return this;
         }
 
+        /**
+         * Run every session in a fresh interpreter forked from a warm template process (default false).
+         * Each worker is then a template that never runs model code: a session's first call forks a child
+         * from it (a few milliseconds instead of a jailed process start, ~190 ms), the child keeps the
+         * session's variables, and when the session closes or resets the child and every process it
+         * started are killed and the scratch directories, /tmp and /dev/shm emptied; the template goes
+         * back to the pool. What a fresh interpreter guarantees and what it shares with the template
+         * (pre-imported modules as loaded at start-up, the hash seed) is in docs/sandbox.md, "Fork server".
+         * Not combinable with {@link #recycleWorkers}.
+         */
+        public Builder forkServer(boolean fork) {
+            this.forkServer = fork;
+            return this;
+        }
+
         /** How long {@link #openSession()} waits for a free worker (default 60 s). */
         public Builder leaseTimeout(Duration d) {
             requirePositive("leaseTimeout", d);
@@ -813,6 +871,9 @@ public final class PythonSandbox implements AutoCloseable {
          */
         public PythonSandbox build() {
             if (outputHeadChars + outputTailChars == 0) throw new IllegalArgumentException("outputHeadChars + outputTailChars must be positive");
+            if (forkServer && recycleWorkers) {
+                throw new IllegalArgumentException("forkServer(true) and recycleWorkers(true) exclude each other: a fork server already gives each session a fresh interpreter cheaply");
+            }
             return new PythonSandbox(this);
         }
 

@@ -9,7 +9,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * A session of a {@link PythonSandbox}: one leased worker whose variables persist across calls. Calls
  * on one session are serialized; different sessions run in parallel. After MEMORY, CRASHED, a hard
  * TIMEOUT or a hard OUTPUT_LIMIT the worker is replaced (the result says {@code stateLost}); the fresh
- * interpreter is taken at the next call.
+ * interpreter is taken at the next call. With a fork server the session's interpreter is a child of the
+ * worker's template, and losing it costs only a new fork at the next call.
  */
 public final class PythonSession implements SandboxSession {
 
@@ -111,8 +112,25 @@ public final class PythonSession implements SandboxSession {
                 case "error" -> new ExecResult(ExecStatus.ERROR, so, se, o.millis(), false, truncated);
                 case "timeout" -> new ExecResult(ExecStatus.TIMEOUT, so, se, o.millis(), false, truncated);
                 case "output_limit" -> new ExecResult(ExecStatus.OUTPUT_LIMIT, so, se, o.millis(), false, true);
+                case "died" -> { // fork server: the session's interpreter died; the template carries on
+                    if (!pool.forkServer()) {
+                        detach(w);
+                        yield new ExecResult(ExecStatus.CRASHED, so, note(se, "Error: the interpreter broke the sandbox protocol "
+                                + "(a fork-server frame from a plain worker); it was killed and all variables were lost."), o.millis(), true, truncated);
+                    }
+                    yield died(new Worker.Outcome(o.kind(), null, null, o.stdout(), o.stderr(), o.millis(), forkedExitCode(o.ename()), null),
+                            so, se, truncated);
+                }
+                case "killed" -> { // fork server: the cell ignored the soft limit and the template killed its interpreter
+                    if (!pool.forkServer()) detach(w);
+                    yield new ExecResult(ExecStatus.TIMEOUT, so, note(se, "TimeoutError: the cell exceeded the time limit of "
+                            + seconds(timeout.toMillis()) + " s and did not stop; the interpreter was killed and all variables were lost."),
+                            o.millis(), true, truncated);
+                }
                 case "memory" -> {
-                    detach(w); // an interpreter that ran out of memory may be left inconsistent: it is replaced
+                    // an interpreter that ran out of memory may be left inconsistent: it is replaced (a fork
+                    // server's template has already killed the session's child; the template itself is fine)
+                    if (!pool.forkServer()) detach(w);
                     yield new ExecResult(ExecStatus.MEMORY, so, note(se, "Error: the cell ran out of memory (limit "
                             + cfg.memoryLimitMb + " MiB); the interpreter was restarted and all variables were lost."),
                             o.millis(), true, truncated);
@@ -160,6 +178,17 @@ public final class PythonSession implements SandboxSession {
                 + "; the interpreter was restarted and all variables were lost."), o.millis(), true, truncated);
     }
 
+    /** Exit code of a fork server's child from its frame ({@code signal_N} → 128 + N, {@code code_N} → N). */
+    static int forkedExitCode(String how) {
+        try {
+            if (how != null && how.startsWith("signal_")) return 128 + Integer.parseInt(how.substring(7));
+            if (how != null && how.startsWith("code_")) return Integer.parseInt(how.substring(5));
+        } catch (NumberFormatException ignored) {
+            // fall through
+        }
+        return -1;
+    }
+
     private static String seconds(long millis) {
         return millis % 1000 == 0 ? String.valueOf(millis / 1000) : String.valueOf(millis / 1000.0);
     }
@@ -184,7 +213,10 @@ public final class PythonSession implements SandboxSession {
     public synchronized void reset() {
         if (closed.get()) throw new IllegalStateException("the session is closed");
         Worker w = worker;
-        if (w != null) detach(w);
+        if (w == null) return;
+        // fork server: the template ends the session's interpreter and keeps serving this session
+        if (pool.forkServer() && w.alive() && w.endSession(pool.config().hardTimeoutGrace.toMillis() + 2000)) return;
+        detach(w);
     }
 
     /** Host process of the current worker (the launcher), for leak checks in tests; null when none is attached. */
@@ -206,6 +238,7 @@ public final class PythonSession implements SandboxSession {
         if (w != null) {
             worker = null;
             if (pool.config().recycleWorkers && !inCall) pool.recycle(w);
+            else if (pool.forkServer() && !inCall) pool.endForkedSession(w, true);
             else pool.retire(w);
         }
         pool.sessionClosed(this);

@@ -77,15 +77,41 @@ final class SandboxFusion {
         return new Extra(r.status().name(), r.stateLost(), r.truncated(), r.durationMillis());
     }
 
-    /** One execution as SandboxFusion reports a run: Finished with a return code, TimeLimitExceeded, or Error. */
+    private static final java.util.regex.Pattern SYSTEM_EXIT = java.util.regex.Pattern.compile("(?:^|\n)SystemExit: (-?\\d{1,10})\n?$");
+    private static final java.util.regex.Pattern EXITED = java.util.regex.Pattern.compile("exited with code (\\d{1,3});");
+    private static final java.util.regex.Pattern SIGNALLED = java.util.regex.Pattern.compile("was killed by signal (\\d{1,2})");
+
+    /**
+     * One execution as SandboxFusion reports a run: Finished with the return code the program would have
+     * had as a process (0; {@code sys.exit(n)} → n mod 256; an uncaught exception, MemoryError or the output
+     * limit → 1; {@code os._exit(n)} → n; death by signal N → −N, as Python's subprocess reports it),
+     * TimeLimitExceeded (no return code), or Error (the sandbox failed).
+     */
     static CommandRunResult commandResult(ExecResult r) {
         double seconds = r.durationMillis() / 1000.0;
         return switch (r.status()) {
             case OK -> new CommandRunResult(FINISHED, seconds, 0, r.stdout(), r.stderr());
             case TIMEOUT -> new CommandRunResult(TIME_LIMIT_EXCEEDED, seconds, null, r.stdout(), r.stderr());
             case SANDBOX_ERROR -> new CommandRunResult(ERROR, seconds, null, r.stdout(), r.stderr());
-            default -> new CommandRunResult(FINISHED, seconds, 1, r.stdout(), r.stderr());
+            default -> new CommandRunResult(FINISHED, seconds, returnCode(r), r.stdout(), r.stderr());
         };
+    }
+
+    private static int returnCode(ExecResult r) {
+        String err = r.stderr();
+        java.util.regex.Matcher m;
+        if (r.status() == ExecStatus.ERROR && (m = SYSTEM_EXIT.matcher(err)).find()) {
+            try {
+                return (int) (Long.parseLong(m.group(1)) & 0xff);
+            } catch (NumberFormatException e) {
+                return 1;
+            }
+        }
+        if (r.status() == ExecStatus.CRASHED) {
+            if ((m = EXITED.matcher(err)).find()) return Integer.parseInt(m.group(1));
+            if ((m = SIGNALLED.matcher(err)).find()) return -Integer.parseInt(m.group(1));
+        }
+        return 1;
     }
 
     /** SandboxFusion's {@code parse_run_status}: Error → SandboxError; time limit or non-zero code → Failed. */

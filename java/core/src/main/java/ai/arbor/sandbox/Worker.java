@@ -41,7 +41,8 @@ final class Worker {
     record Outcome(Kind kind, String word, String ename, OutputCapture.Text stdout, OutputCapture.Text stderr,
                    long millis, int exitCode, String detail) {}
 
-    static final List<String> STATUS_WORDS = List.of("ok", "error", "timeout", "memory", "output_limit");
+    /** Words of an end frame; {@code died} and {@code killed} come only from a fork server's template (its session child ended). */
+    static final List<String> STATUS_WORDS = List.of("ok", "error", "timeout", "memory", "output_limit", "died", "killed");
     private static final Pattern ENAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_.]{0,99}");
     private static final byte[] FRAME_PREFIX = "\u001eARBOR:".getBytes(StandardCharsets.US_ASCII);
     private static final int MAX_FRAME_LINE = 128;
@@ -66,6 +67,9 @@ final class Worker {
     private volatile boolean killed;
     /** The launcher, the jail's init and the interpreter (host pids), found at the ready frame; null when unknown. */
     private volatile java.util.Set<Long> interpreterChain;
+    /** Fork server: host pid of the template (the interpreter at the end of the chain), or -1. */
+    private volatile long templatePid = -1;
+    private long deepest = -1;
     private final java.util.concurrent.atomic.AtomicBoolean retired = new java.util.concurrent.atomic.AtomicBoolean();
     final long startMillis;
 
@@ -152,7 +156,10 @@ final class Worker {
             w.out.take();
             w.err.take();
         }
-        if (spec.stopStrays()) w.interpreterChain = w.findInterpreterChain();
+        if (spec.stopStrays()) {
+            w.interpreterChain = w.findInterpreterChain();
+            w.templatePid = w.deepest;
+        }
         return w;
     }
 
@@ -164,8 +171,22 @@ final class Worker {
     private java.util.Set<Long> findInterpreterChain() {
         java.util.Set<Long> chain = new java.util.HashSet<>();
         ProcessHandle h = process.toHandle();
+        if (spec.forkServer()) {
+            // bwrap --as-pid-1: the launcher's only child is the template, whose children (the spares it
+            // forks right after the ready frame, later the session's interpreter) are spared separately
+            List<ProcessHandle> kids;
+            try {
+                kids = h.children().toList();
+            } catch (RuntimeException e) {
+                return null;
+            }
+            if (kids.size() != 1) return null;
+            deepest = kids.get(0).pid();
+            return java.util.Set.of(h.pid(), deepest);
+        }
         for (int depth = 0; depth < 8; depth++) {
             chain.add(h.pid());
+            deepest = h.pid();
             List<ProcessHandle> kids;
             try {
                 kids = h.children().toList();
@@ -187,8 +208,18 @@ final class Worker {
     private void killStrays() {
         java.util.Set<Long> keep = interpreterChain;
         if (keep == null || killed) return;
-        for (ProcessHandle h : descendants()) {
-            if (!keep.contains(h.pid())) h.destroyForcibly();
+        List<ProcessHandle> all = descendants();
+        java.util.Set<Long> spare = keep;
+        if (spec.forkServer()) {
+            // the cell runs in the template's child (the session's interpreter): spared with the chain.
+            // The template is not a subreaper in the jail, so its only child is that interpreter.
+            spare = new java.util.HashSet<>(keep);
+            for (ProcessHandle h : all) {
+                if (h.parent().map(p -> p.pid() == templatePid).orElse(false)) spare.add(h.pid());
+            }
+        }
+        for (ProcessHandle h : all) {
+            if (!spare.contains(h.pid())) h.destroyForcibly();
         }
     }
 
@@ -237,6 +268,16 @@ final class Worker {
      */
     boolean resetForReuse(long hardMillis) {
         Outcome o = request("R", new byte[0], new byte[0], 0, hardMillis);
+        return o.kind() == Kind.DONE && "ok".equals(o.word());
+    }
+
+    /**
+     * Fork server: ends the session's interpreter (the template kills it and everything it started and
+     * empties the scratch directories). True when the template reports a clean end; false when it must be
+     * replaced.
+     */
+    boolean endSession(long hardMillis) {
+        Outcome o = request("E", new byte[0], new byte[0], 0, hardMillis);
         return o.kind() == Kind.DONE && "ok".equals(o.word());
     }
 

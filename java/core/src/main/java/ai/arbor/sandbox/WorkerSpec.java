@@ -23,10 +23,12 @@ import java.util.function.Function;
  *                            kills every process of the jail but the interpreter and its ancestors, so a
  *                            process swarm cannot starve the interrupted interpreter of the CPU it needs
  *                            to stop the cell and keep its state
+ * @param forkServer          the worker is a fork server's template (worker.py {@code fork_server}): each
+ *                            session runs in a child forked from it; the stray stopper spares that child
  */
 record WorkerSpec(List<String> command, Map<String, String> launcherEnvironment, Path directory,
                   Function<String, String> config, Duration spawnTimeout, int headChars, int tailChars,
-                  long hardOutputBytes, boolean stopStrays) {
+                  long hardOutputBytes, boolean stopStrays, boolean forkServer) {
 
     String configJson(String nonce) {
         return config.apply(nonce);

@@ -33,6 +33,7 @@ def _main():
     MAIN_PID = _getpid()
 
     inbuf = bytearray()
+    chan = [REQ]  # where read_line/read_exact read: Java's channel, or (fork server child) the template's pipe
 
     def read_line(limit):
         while True:
@@ -43,14 +44,14 @@ def _main():
                 return line
             if len(inbuf) > limit:
                 _exit(65)
-            chunk = _read(REQ, 65536)
+            chunk = _read(chan[0], 65536)
             if not chunk:
                 _exit(0)  # Java closed the channel: shut down quietly
             inbuf.extend(chunk)
 
     def read_exact(n):
         while len(inbuf) < n:
-            chunk = _read(REQ, max(65536, n - len(inbuf)))
+            chunk = _read(chan[0], max(65536, n - len(inbuf)))
             if not chunk:
                 _exit(0)
             inbuf.extend(chunk)
@@ -399,7 +400,8 @@ def _main():
             os.chdir(boot_cwd)
         except OSError:
             return 'cwd'
-        for d in (boot_cwd, '/tmp', '/dev/shm'):
+        # /tmp and /dev/shm are the jail's own tmpfs mounts; in fallback mode they are the host's
+        for d in (boot_cwd,) + (('/tmp', '/dev/shm') if kill_strays else ()):
             if d != '/':
                 clear_dir(d)
         linecache.cache.clear()
@@ -407,6 +409,11 @@ def _main():
 
     def frame(nonce, word):
         return b'\x1eARBOR:' + nonce + b':' + word + b'\n'
+
+    if cfg.get('fork_server'):
+        fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, kill_strays,
+                    REQ, OUT, ERR, NULL, chan, inbuf, read_line, read_exact, write_all)
+        return
 
     write_all(ERR, frame(cfg['nonce'].encode(), b'end'))
     write_all(OUT, frame(cfg['nonce'].encode(), b'ready'))
@@ -453,6 +460,491 @@ def _main():
         write_all(ERR, frame(nonce, b'end'))
         write_all(OUT, frame(nonce, tail))
 
+
+
+def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, kill_strays,
+                REQ, OUT, ERR, NULL, chan, inbuf, read_line, read_exact, write_all):
+    """Fork server (PythonSandbox.Builder.forkServer): this process is a template that never runs model
+    code. A session's first cell forks a child from it; the child is the session's interpreter (fresh
+    namespace, same pre-imported modules) and runs its cells until the session ends, then it and everything
+    it started are killed and the scratch directories emptied. The template stays between Java and the
+    child: it reads each request header, moves the payload to the child with splice() (model code and
+    stdin never enter the template's memory, so a later child cannot find them in what it inherits),
+    receives the child's status on a private pipe and writes the end frames itself. The cell's output goes
+    from the child straight to Java on fds 1 and 2. A child that dies or overruns its time is reported in
+    a frame (`died <how>`, `killed`) and the template carries on; see docs/sandbox.md."""
+    import os, sys, signal, select, time, re
+    _read, _write, _exit, _kill = os.read, os.write, os._exit, os.kill
+    grace_s = int(cfg.get('grace_ms', 1000)) / 1000.0
+    jail = bool(kill_strays)
+    STATUS = re.compile(rb'(ok|error|timeout|memory|output_limit)( [A-Za-z_][A-Za-z0-9_.]{0,99})?')
+    me = os.getpid()
+    scratch = os.getcwd()
+    dirs = [scratch] + (['/tmp', '/dev/shm'] if jail else [])
+    modes = {}
+    for d in dirs:
+        try:
+            modes[d] = os.stat(d).st_mode & 0o7777
+        except OSError:
+            pass
+    # fork() copies only the calling thread: a template with other threads (a library that starts a pool
+    # at import) would hand the child locks that nobody releases.
+    if len(os.listdir('/proc/self/task')) != 1:
+        raise RuntimeError('the fork server needs a single-threaded template, but after the pre-imports it has %d '
+                           'threads (a pre-imported module started threads)' % len(os.listdir('/proc/self/task')))
+
+    def read_header():
+        # byte by byte: nothing of the payload that follows may be read into this process
+        line = bytearray()
+        while True:
+            b = _read(REQ, 1)
+            if not b:
+                _exit(0)
+            if b == b'\n':
+                return bytes(line)
+            line += b
+            if len(line) > 256:
+                _exit(65)
+
+    scrub = bytearray(65536)
+
+    def discard(n):
+        # the child is gone: swallow the rest of the payload (zeroed after use)
+        view = memoryview(scrub)
+        while n > 0:
+            k = os.readv(REQ, [view[:min(n, len(scrub))]])
+            if k == 0:
+                _exit(0)
+            n -= k
+        scrub[:] = bytes(len(scrub))
+
+    def forward(n, dst):
+        """Moves n payload bytes from Java to the child; False when the child stopped reading."""
+        while n > 0:
+            try:
+                k = os.splice(REQ, dst, min(n, 1 << 20))
+            except BrokenPipeError:
+                discard(n)
+                return False
+            except OSError:
+                # no splice here (not a pipe): copy through a buffer that is zeroed afterwards
+                view = memoryview(scrub)
+                while n > 0:
+                    k = os.readv(REQ, [view[:min(n, len(scrub))]])
+                    if k == 0:
+                        _exit(0)
+                    try:
+                        write_all(dst, view[:k])
+                    except OSError:
+                        n -= k
+                        scrub[:] = bytes(len(scrub))
+                        discard(n)
+                        return False
+                    n -= k
+                scrub[:] = bytes(len(scrub))
+                return True
+            if k == 0:
+                _exit(0)
+            n -= k
+        return True
+
+    def alive_pids():
+        """Processes of the jail other than its init and this template (zombies excluded)."""
+        out = []
+        for name in os.listdir('/proc'):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            if pid == 1 or pid == me:
+                continue
+            try:
+                with open('/proc/%d/stat' % pid, 'rb') as f:
+                    st = f.read()
+                if st[st.rindex(b')') + 2:st.rindex(b')') + 3] in (b'Z', b'X'):
+                    continue
+            except (OSError, ValueError):
+                continue
+            out.append(pid)
+        return out
+
+    def reap_orphans():
+        # the template is the jail's init: processes orphaned by a dead session child come to it
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            for c in [state.get('child')] + state.get('spares', []):
+                if c is not None and pid == c['pid'] and c['status'] is None:
+                    c['status'] = st
+
+    def kill_swarm(spare):
+        """After a cell: SIGKILL to every other process of the jail, in passes until one finds no new pid
+        (a killed process forks no more); not waited for, like the plain worker's kill(-1), so that a
+        swarm on a loaded machine cannot keep the end frame past Java's hard limit. Its remains are killed
+        and waited for at the end of the session, before anything of the next session runs."""
+        me1 = (1, me) + tuple(spare)
+        killed = set()
+        quiet = 0
+        for _ in range(200):
+            new = False
+            for name in os.listdir('/proc'):
+                if not name.isdigit():
+                    continue
+                pid = int(name)
+                if pid in me1 or pid in killed:
+                    continue
+                killed.add(pid)
+                new = True
+                try:
+                    _kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            quiet = 0 if new else quiet + 1
+            if quiet >= 2:
+                return
+            time.sleep(0.0002)
+
+    def kill_others(spare):
+        # a swarm forks while we kill: repeat until a pass finds nothing (bounded)
+        for _ in range(1000):
+            victims = [p for p in alive_pids() if p not in spare]
+            if not victims:
+                return
+            for p in victims:
+                try:
+                    _kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            # strays are the session child's children (it is a subreaper and reaps them before its next
+            # cell), or the template's once that child is gone
+            if state.get('child') is None or state['child']['status'] is not None:
+                reap_orphans()
+            time.sleep(0.0005)
+
+    def children():
+        kids = []
+        try:
+            for tid in os.listdir('/proc/self/task'):
+                with open('/proc/self/task/%s/children' % tid) as f:
+                    kids += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+        return kids
+
+    def kill_descendants(spare):
+        # fallback mode (no pid namespace): this process is a subreaper, so every orphan of the session
+        # becomes its child; kill children (but the spares) until there are none
+        for _ in range(1000):
+            kids = [k for k in children() if k not in spare]
+            if not kids:
+                return
+            for p in kids:
+                try:
+                    _kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            for p in kids:
+                try:
+                    os.waitpid(p, 0)
+                except ChildProcessError:
+                    pass
+
+    def wipe(path):
+        # like clear_dir, but also through directories the cell made unreadable
+        try:
+            os.chmod(path, 0o700)
+        except OSError:
+            pass
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            return
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    wipe(e.path)
+                    os.rmdir(e.path)
+                else:
+                    os.unlink(e.path)
+            except OSError:
+                pass
+
+    def clean_dirs():
+        for d in dirs:
+            wipe(d)
+            try:
+                os.chmod(d, modes.get(d, 0o755))
+            except OSError:
+                pass
+            try:
+                if os.listdir(d):
+                    _exit(72)  # cannot guarantee the next session an empty scratch: Java replaces this worker
+            except OSError:
+                _exit(72)
+
+    state = {'child': None, 'spares': []}
+    SPARES = max(0, int(cfg.get('fork_spares', 2)))
+
+    def spare_pids():
+        return tuple(c['pid'] for c in state['spares'])
+
+    def close_fds(c):
+        for fd in (c['req'], c['st']) + ((c['pidfd'],) if c['pidfd'] is not None else ()):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def end_child():
+        c = state['child']
+        state['child'] = None
+        if c is not None:
+            close_fds(c)
+        if jail:
+            kill_others(spare_pids())  # everything but this template (pid 1) and the spares
+            if c is not None and c['status'] is None:
+                try:
+                    os.waitpid(c['pid'], 0)
+                except ChildProcessError:
+                    pass
+            reap_orphans()
+        else:
+            if c is not None:
+                try:
+                    _kill(c['pid'], signal.SIGKILL)
+                except OSError:
+                    pass
+            kill_descendants(spare_pids())
+
+    def spawn():
+        """Forks a spare interpreter; it waits for its session's first cell."""
+        others = []
+        for o in ([state['child']] if state['child'] is not None else []) + state['spares']:
+            others += [o['req'], o['st']] + ([o['pidfd']] if o['pidfd'] is not None else [])
+        req_r, req_w = os.pipe()
+        st_r, st_w = os.pipe()
+        for fd in (req_w, st_r):
+            os.set_inheritable(fd, False)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(req_w)
+                os.close(st_r)
+                os.close(REQ)  # the child never sees Java's request channel
+                # nor the template's ends of the other interpreters' pipes (it could write cells into a
+                # later session's interpreter)
+                for fd in others:
+                    os.close(fd)
+                # orphans of the session's processes become the child's children, not the template's: the
+                # template's only child is then the session's interpreter (what Java's stray stopper spares)
+                libc.prctl(36, 1, 0, 0, 0)
+                child(req_r, st_w)
+            finally:
+                _exit(70)
+        os.close(req_r)
+        os.close(st_w)
+        pidfd = None
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pass
+        return {'pid': pid, 'req': req_w, 'st': st_r, 'pidfd': pidfd, 'status': None}
+
+    def take_spare():
+        """A spare that nothing has touched (alive, not stopped), else a new fork."""
+        reap_orphans()
+        while state['spares']:
+            c = state['spares'].pop(0)
+            try:
+                with open('/proc/%d/stat' % c['pid'], 'rb') as f:
+                    st = f.read()
+                ok = c['status'] is None and st[st.rindex(b')') + 2:st.rindex(b')') + 3] in (b'S', b'R')
+            except (OSError, ValueError):
+                ok = False
+            if ok:
+                return c
+            # killed or stopped by an earlier session's code: thrown away
+            try:
+                _kill(c['pid'], signal.SIGKILL)
+            except OSError:
+                pass
+            close_fds(c)
+            if c['status'] is None:
+                try:
+                    os.waitpid(c['pid'], 0)
+                except ChildProcessError:
+                    pass
+        return spawn()
+
+    def child(req_fd, st_fd):
+        chan[0] = req_fd
+        inbuf.clear()
+        mine = os.getpid()
+        first = [True]
+        # `random` reseeds itself at fork; numpy's legacy global generator does not
+        np = sys.modules.get('numpy')
+        if np is not None:
+            try:
+                np.random.seed()
+            except Exception:
+                pass
+        while True:
+            header = read_line(256).split(b' ')
+            if len(header) != 5 or header[0] != b'X':
+                _exit(65)
+            if first[0]:
+                # A spare is not dumpable (inherited from the template) until its session starts: code of
+                # another session cannot trace it or write its memory. From here on it is this session's.
+                first[0] = False
+                libc.prctl(4, 1, 0, 0, 0)
+            # strays of the previous cell were killed by the template; their zombies are ours to reap
+            # (they count against the process limit until then)
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                pass
+            timeout_s = int(header[2]) / 1000.0
+            code = read_exact(int(header[3])).decode('utf-8', 'replace')
+            stdin_bytes = read_exact(int(header[4]))
+            os.dup2(OUT, 1)
+            os.dup2(ERR, 2)
+            os.dup2(NULL, 0)
+            status, ename = run_cell(code, timeout_s, stdin_bytes)
+            if os.getpid() != mine:
+                flush_streams()  # a process forked by the cell finished it: it must not report
+                _exit(0)
+            flush_streams()
+            tail = status.encode() + ((b' ' + ename.encode('ascii', 'replace')[:100]) if ename else b'')
+            write_all(st_fd, tail + b'\n')
+
+    def exited(c):
+        """Reaps the child if it has exited (its wait status is kept); True once it has."""
+        if c['status'] is None:
+            try:
+                pid, st = os.waitpid(c['pid'], os.WNOHANG)
+            except ChildProcessError:
+                pid, st = c['pid'], 70 << 8
+            if pid != 0:
+                c['status'] = st
+        return c['status'] is not None
+
+    def how_it_ended(c):
+        """'died signal_N' / 'died code_N' once the child has exited (reaped here)."""
+        if c['status'] is None:
+            try:
+                pid, st = os.waitpid(c['pid'], 0)
+            except ChildProcessError:
+                st = 70 << 8
+            c['status'] = st
+        st = c['status']
+        if os.WIFSIGNALED(st):
+            return b'died signal_%d' % os.WTERMSIG(st)
+        return b'died code_%d' % (os.WEXITSTATUS(st) if os.WIFEXITED(st) else 70)
+
+    def await_status(c, deadline):
+        buf = b''
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, 'late'
+            fds = [c['st']] + ([c['pidfd']] if c['pidfd'] is not None else [])
+            r, _, _ = select.select(fds, [], [], left if c['pidfd'] is not None else min(left, 0.02))
+            if c['st'] in r:
+                chunk = _read(c['st'], 256)
+                if not chunk:
+                    return None, 'eof'
+                buf += chunk
+                if b'\n' in buf:
+                    line, rest = buf.split(b'\n', 1)
+                    return (line, None) if not rest and STATUS.fullmatch(line) else (None, 'garbage')
+                if len(buf) > 128:
+                    return None, 'garbage'
+            elif r or (c['pidfd'] is None and exited(c)):
+                return None, 'exited'
+
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not jail:
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    # Not dumpable: a session's code (same uid) cannot ptrace the template, nor read or write its memory
+    # through /proc/<pid>/mem or process_vm_writev, so it cannot plant anything in the later sessions the
+    # template forks. Children are made dumpable again (a normal process to the cell).
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise RuntimeError('prctl(PR_SET_DUMPABLE, 0) failed')
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    clean_dirs()
+    # Objects of the template are never collected in a child: without this, a child's first collection
+    # writes to every object's header and copies the template's whole heap page by page.
+    import gc
+    gc.freeze()
+    write_all(ERR, frame(cfg['nonce'].encode(), b'end'))
+    write_all(OUT, frame(cfg['nonce'].encode(), b'ready'))
+    _booting[0] = False
+    while True:
+        # Sessions' interpreters are forked ahead (SPARES of them), while the template would otherwise wait
+        # for Java: a fork and the new process's first time slice cost 5-30 ms on a loaded 2-core machine
+        # (the scheduler queues a new process behind the busy ones), which the session's first call would
+        # otherwise pay. Each is forked from the clean template after a clean-up, exactly as it would be on
+        # demand, and waits for its first cell.
+        while state['child'] is None and len(state['spares']) < SPARES:  # between sessions only
+            state['spares'].append(spawn())
+        line = read_header()
+        header = line.split(b' ')
+        if len(header) != 5 or header[0] not in (b'X', b'E') or not all(h.isdigit() for h in header[2:]):
+            _exit(65)
+        nonce = header[1]
+        if header[0] == b'E':
+            # Answered only once every process of the session is gone: output a dying stray writes after
+            # the frame would be taken by Java as the next session's (SandboxServer ends sessions after
+            # its response, so this wait is not the client's).
+            end_child()
+            clean_dirs()
+            write_all(ERR, frame(nonce, b'end'))
+            write_all(OUT, frame(nonce, b'ok'))
+            continue
+        timeout_s = int(header[2]) / 1000.0
+        n = int(header[3]) + int(header[4])
+        if state['child'] is None:
+            state['child'] = take_spare()
+        c = state['child']
+        try:
+            write_all(c['req'], line + b'\n')
+            sent = forward(n, c['req'])
+        except OSError:
+            discard(n)
+            sent = False
+        # The template's own deadline comes shortly before Java's hard one (soft + grace, from Java's clock):
+        # late enough that an interpreter still finishing its interrupted cell on a loaded machine makes
+        # it, early enough that the frames reach Java before it kills the whole template.
+        late = timeout_s + grace_s - max(0.1, grace_s / 5)
+        word, why = (None, 'exited') if not sent else await_status(c, time.monotonic() + late)
+        if word is None:
+            if why == 'eof':
+                # the status pipe closes when the child exits (or when the cell closed it): which one?
+                limit = time.monotonic() + 0.1
+                while time.monotonic() < limit and not exited(c):
+                    time.sleep(0.001)
+                why = 'exited' if exited(c) else 'broken'
+            if why == 'late':
+                # the cell ignored its soft timeout: kill it here rather than have Java kill the template
+                tail = b'killed'
+            elif why == 'exited':
+                tail = how_it_ended(c)
+            else:
+                tail = b'died code_70'  # the cell broke its status channel
+            end_child()
+        else:
+            tail = word
+            if word.startswith(b'memory'):
+                end_child()  # an interpreter that ran out of memory may be inconsistent
+            elif jail:
+                kill_swarm((c['pid'],) + spare_pids())  # strays of the cell; the interpreters stay
+        write_all(ERR, frame(nonce, b'end'))
+        write_all(OUT, frame(nonce, tail))
 
 _booting = [True]
 try:

@@ -49,20 +49,37 @@ public final class SandboxCommand implements Runnable {
         @Option(names = "--preimport", split = ",", description = "Modules imported when a worker starts, e.g. numpy,sympy.")
         String[] preImports = new String[0];
 
+        @Option(names = "--fork-server", negatable = true, defaultValue = "true", fallbackValue = "true",
+                description = "Fork every request's interpreter from a warm template (default ${DEFAULT-VALUE}; "
+                        + "--no-fork-server starts a fresh jailed process per request instead).")
+        boolean forkServer;
+
+        @Option(names = "--admission-timeout", defaultValue = "10",
+                description = "Seconds a request may wait for a free worker before it gets HTTP 504 with Retry-After (default ${DEFAULT-VALUE}).")
+        double admissionSeconds;
+
+        @Option(names = "--max-connections", defaultValue = "512",
+                description = "Open connections beyond this are answered 503 at once (default ${DEFAULT-VALUE}).")
+        int maxConnections;
+
         @Override
         public void run() {
             PythonSandbox.Builder b = PythonSandbox.builder().isolation(isolation)
-                    .timeout(Duration.ofMillis((long) (timeoutSeconds * 1000))).memoryLimitMb(memoryMb).preImport(preImports);
+                    .timeout(Duration.ofMillis((long) (timeoutSeconds * 1000))).memoryLimitMb(memoryMb).preImport(preImports)
+                    .forkServer(forkServer);
             if (workers > 0) b.workers(workers);
             PythonSandbox sandbox = b.build();
-            SandboxServer server = SandboxServer.start(sandbox, host, port, Duration.ofMillis((long) (maxTimeoutSeconds * 1000)));
+            if (!(admissionSeconds > 0)) throw new CommandLine.ParameterException(new CommandLine(this), "--admission-timeout must be positive, got " + admissionSeconds);
+            SandboxServer server = SandboxServer.start(sandbox, host, port, Duration.ofMillis((long) (maxTimeoutSeconds * 1000)),
+                    Duration.ofMillis((long) (admissionSeconds * 1000)), maxConnections);
             CountDownLatch stopped = new CountDownLatch(1);
             Runtime.getRuntime().addShutdownHook(new Thread(() -> {
                 server.close();
                 sandbox.close();
                 stopped.countDown();
             }, "arbor-sandbox-shutdown"));
-            System.out.println("arbor sandbox: serving " + server.uri() + " (POST /run_code, POST /run_jupyter)");
+            System.out.println("arbor sandbox: serving " + server.uri() + " (POST /run_code, POST /run_jupyter, GET /health)"
+                    + (forkServer ? "; fork server on" : ""));
             System.out.println("isolation: " + sandbox.isolationReport());
             System.out.flush();
             try {

@@ -1,0 +1,135 @@
+package ai.arbor.bench.sandbox;
+
+import ai.arbor.sandbox.PythonSandbox;
+import ai.arbor.sandbox.SandboxServer;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.Locale;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+
+/**
+ * The SandboxFusion-compatible server under load, as `arbor sandbox serve` runs with its defaults (jail,
+ * CPU-count workers, 10 s admission timeout; fork server on unless {@code --no-fork-server}), loopback
+ * clients only (127.0.0.1), bounded in count and time:
+ * <ol>
+ *   <li>N sequential stateless {@code POST /run_code} of {@code print(1)} over one keep-alive connection:
+ *       requests/s, p50, p99;</li>
+ *   <li>a flood: C concurrent clients each sending a 10-second CPU loop ({@code run_timeout} 20 s) and
+ *       giving up (closing the connection) after 12 s; then the time from the last client giving up until a
+ *       plain {@code print(1)} is served.</li>
+ * </ol>
+ * <pre>bench/run.sh --main ai.arbor.bench.sandbox.ServerLoad [N=200] [C=64] [--no-fork-server]</pre>
+ */
+public final class ServerLoad {
+
+    public static void main(String[] args) throws Exception {
+        int n = args.length > 0 ? Integer.parseInt(args[0]) : 200;
+        int clients = args.length > 1 ? Integer.parseInt(args[1]) : 64;
+        boolean fork = !Arrays.asList(args).contains("--no-fork-server");
+        if (n < 1 || n > 100_000 || clients < 0 || clients > 512) throw new IllegalArgumentException("N in [1, 100000], C in [0, 512]");
+        System.out.println("load before: " + Files.readString(Path.of("/proc/loadavg")).strip());
+        try (PythonSandbox sandbox = PythonSandbox.builder().timeout(Duration.ofSeconds(10)).forkServer(fork).build();
+             SandboxServer server = SandboxServer.start(sandbox, "127.0.0.1", 0, Duration.ofSeconds(60), Duration.ofSeconds(10), 512)) {
+            System.out.println("isolation: " + sandbox.isolationReport() + "; fork server: " + fork);
+            for (int i = 0; i < 20; i++) direct(sandbox);
+            long[] d = new long[n];
+            for (int i = 0; i < n; i++) {
+                long a = System.nanoTime();
+                direct(sandbox);
+                d[i] = System.nanoTime() - a;
+            }
+            Arrays.sort(d);
+            System.out.printf(Locale.ROOT, "| %d sequential openSession + print(1) + close, in process | p50 %.2f ms | p99 %.2f ms |%n",
+                    n, pct(d, 0.50), pct(d, 0.99));
+            URI uri = server.uri().resolve("/run_code");
+            HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+            String body = "{\"code\": \"print(1)\", \"language\": \"python\"}";
+            for (int i = 0; i < 20; i++) post(http, uri, body); // warm-up: JIT, pool
+            long[] nanos = new long[n];
+            long t0 = System.nanoTime();
+            for (int i = 0; i < n; i++) {
+                long a = System.nanoTime();
+                String r = post(http, uri, body);
+                nanos[i] = System.nanoTime() - a;
+                if (!r.contains("\"status\":\"Success\"") || !r.contains("\"stdout\":\"1\\n\"")) throw new IllegalStateException("unexpected: " + r);
+            }
+            double seconds = (System.nanoTime() - t0) / 1e9;
+            Arrays.sort(nanos);
+            System.out.printf(Locale.ROOT, "| %d sequential print(1), fork server %s | %.1f requests/s | p50 %.1f ms | p99 %.1f ms | max %.1f ms |%n",
+                    n, fork ? "on" : "off", n / seconds, pct(nanos, 0.50), pct(nanos, 0.99), nanos[n - 1] / 1e6);
+            System.out.println("load after sequential: " + Files.readString(Path.of("/proc/loadavg")).strip());
+            if (clients == 0) return;
+
+            String loop = "{\"code\": \"import time\\nt = time.time()\\nwhile time.time() - t < 10:\\n    pass\", "
+                    + "\"language\": \"python\", \"run_timeout\": 20}";
+            ExecutorService pool = Executors.newFixedThreadPool(clients);
+            CountDownLatch done = new CountDownLatch(clients);
+            long[] gaveUp = new long[clients];
+            int[] answered = new int[1];
+            for (int c = 0; c < clients; c++) {
+                int id = c;
+                pool.execute(() -> {
+                    try (Socket s = new Socket("127.0.0.1", server.port())) {
+                        s.setSoTimeout(12_000);
+                        byte[] b = loop.getBytes(StandardCharsets.UTF_8);
+                        OutputStream o = s.getOutputStream();
+                        o.write(("POST /run_code HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
+                                + b.length + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+                        o.write(b);
+                        o.flush();
+                        InputStream in = s.getInputStream();
+                        try {
+                            if (in.read() >= 0) synchronized (answered) { answered[0]++; }
+                        } catch (SocketTimeoutException e) {
+                            // the client gives up after 12 s, as a standard client's timeout would
+                        }
+                    } catch (IOException e) {
+                        // refused or reset: counts as given up
+                    } finally {
+                        gaveUp[id] = System.nanoTime();
+                        done.countDown();
+                    }
+                });
+            }
+            done.await();
+            long last = Arrays.stream(gaveUp).max().orElseThrow();
+            String r = post(http, uri, body);
+            double recovery = (System.nanoTime() - last) / 1e6;
+            pool.shutdown();
+            System.out.printf(Locale.ROOT, "| flood: %d clients x 10 s CPU loop, give up at 12 s | %d answered before giving up | "
+                    + "print(1) served %.0f ms after the last client gave up (%s) | counters %s |%n", clients, answered[0], recovery,
+                    r.contains("\"status\":\"Success\"") ? "Success" : r, server.counters());
+            System.out.println("load after flood: " + Files.readString(Path.of("/proc/loadavg")).strip());
+        }
+    }
+
+    private static String post(HttpClient http, URI uri, String body) throws IOException, InterruptedException {
+        HttpResponse<String> r = http.send(HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(60)).header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+        return r.statusCode() + " " + r.body();
+    }
+
+    private static void direct(PythonSandbox sandbox) {
+        try (ai.arbor.sandbox.PythonSession s = sandbox.openSession()) {
+            if (!s.execute("print(1)").stdout().equals("1\n")) throw new IllegalStateException("unexpected output");
+        }
+    }
+
+    private static double pct(long[] sorted, double p) {
+        return sorted[Math.min(sorted.length - 1, (int) Math.ceil(p * sorted.length) - 1)] / 1e6;
+    }
+}

@@ -1,0 +1,215 @@
+package ai.arbor.sandbox;
+
+import static ai.arbor.sandbox.SandboxTests.assertServes;
+import static ai.arbor.sandbox.SandboxTests.assumeJail;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The fork server ({@code forkServer(true)}): every session runs in a child forked from a warm template
+ * that never runs model code. Checks that nothing of one session reaches the next (variables, files in
+ * the scratch directory, /tmp and /dev/shm, processes, threads, open descriptors, the random generators),
+ * that a child that dies, overruns or runs out of memory costs the session its state but not the
+ * template (no worker restart), and that the stray stopper spares the child.
+ */
+class ForkServerTest {
+
+    static PythonSandbox sandbox;
+
+    @BeforeAll
+    static void start() {
+        // one worker: every session below is forked from the same template
+        sandbox = SandboxTests.builder().workers(1).forkServer(true).build();
+        System.out.println("isolation: " + sandbox.isolationReport());
+    }
+
+    @AfterAll
+    static void stop() {
+        sandbox.close();
+    }
+
+    /** What a cell can see of its environment, one fact per line. */
+    private static final String PROBE = """
+            import os, sys, threading, random
+            def listing(d):
+                try:
+                    return sorted(os.listdir(d))
+                except OSError as e:
+                    return type(e).__name__
+            print('vars', sorted(k for k in globals() if not k.startswith('_') and k not in ('os', 'sys', 'threading', 'random', 'listing', 'jail')))
+            print('scratch', listing(os.getcwd()))
+            # the jail's own tmpfs mounts (in fallback mode the host's, not shown)
+            jail = os.getuid() == %d and not os.path.exists('/home')
+            print('tmp', listing('/tmp') if jail else '-')
+            print('shm', listing('/dev/shm') if jail else '-')
+            print('threads', len(os.listdir('/proc/self/task')), threading.active_count())
+            # numbers vary with the order the interpreters were forked in; what they are does not
+            kinds = []
+            for f in os.listdir('/proc/self/fd'):
+                try:
+                    kinds.append(os.readlink('/proc/self/fd/' + f).split('[')[0])
+                except OSError:
+                    pass  # the descriptor of the listing itself
+            print('fds', sorted(kinds))
+            print('modules_main', sys.modules['__main__'].__dict__.get('secret'))
+            """.formatted(PythonSandbox.JAIL_UID);
+
+    private static List<String> probe(PythonSession s) {
+        ExecResult r = s.execute(PROBE);
+        assertEquals(ExecStatus.OK, r.status(), r::toString);
+        return r.stdout().lines().toList();
+    }
+
+    @Test
+    void nothingSurvivesFromOneSessionToTheNext() {
+        long spawned;
+        List<String> fresh;
+        String firstRandom;
+        try (PythonSession a = sandbox.openSession()) {
+            fresh = probe(a);
+            spawned = sandbox.stats().spawned();
+            boolean jail = sandbox.isolation() == Isolation.JAIL;
+            // /tmp and /dev/shm are the jail's own tmpfs mounts; in fallback mode they are the host's, left alone
+            String tmp = jail ? "/tmp" : "locked-tmp";
+            ExecResult dirty = a.execute("""
+                    import os, threading, time, subprocess, random
+                    secret = 'left-behind'
+                    open('scratch.txt', 'w').write('x')
+                    TMP = '%s'
+                    os.makedirs(TMP + '/locked/deep', exist_ok=True); open(TMP + '/locked/deep/f', 'w').write('x')
+                    os.chmod(TMP + '/locked', 0)
+                    if TMP == '/tmp':
+                        open('/tmp/t.txt', 'w').write('x')
+                        open('/dev/shm/s.bin', 'wb').write(b'x')
+                    os.symlink('/usr', 'link-out')
+                    threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()
+                    kept_fd = os.open('scratch.txt', os.O_RDONLY)
+                    os.set_inheritable(kept_fd, True)
+                    subprocess.Popen(['sleep', '1000'], start_new_session=True)
+                    if os.fork() == 0:          # a daemon: setsid + double fork
+                        os.setsid()
+                        if os.fork() == 0:
+                            time.sleep(1000)
+                        os._exit(0)
+                    print(random.random())""".formatted(tmp));
+            assertEquals(ExecStatus.OK, dirty.status(), dirty::toString);
+            firstRandom = dirty.stdout().strip();
+            List<String> inside = probe(a);
+            assertTrue(inside.get(0).contains("secret"), inside::toString);
+            assertNotEquals(fresh.get(1), inside.get(1), "the first session saw its own files: " + inside);
+        }
+        try (PythonSession b = sandbox.openSession()) {
+            List<String> next = probe(b);
+            assertEquals(fresh, next, "the second session starts exactly like the first did");
+            assertEquals("vars []", next.get(0));
+            assertEquals("scratch []", next.get(1));
+            if (sandbox.isolation() == Isolation.JAIL) {
+                assertEquals("tmp []", next.get(2));
+                assertEquals("shm []", next.get(3));
+            }
+            assertEquals("threads 1 1", next.get(4));
+            assertEquals("modules_main None", next.get(6));
+            ExecResult rnd = b.execute("import random\nprint(random.random())");
+            assertNotEquals(firstRandom, rnd.stdout().strip(), "random is reseeded in every child");
+            if (sandbox.isolation() == Isolation.JAIL) {
+                // the jail holds the template (its pid 1), this session's interpreter and the spares forked
+                // for the next sessions (one was taken for this session; refilled between sessions), nothing else
+                ExecResult ps = b.execute("import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]), os.getppid())");
+                assertEquals((1 + PythonSandbox.FORK_SPARES) + " 1\n", ps.stdout(), ps::toString);
+            }
+        }
+        assertEquals(spawned, sandbox.stats().spawned(), "sessions are forked from the template, not started");
+    }
+
+    @Test
+    void numpyGeneratorIsReseededPerChild() {
+        try (PythonSandbox np = SandboxTests.builder().workers(1).forkServer(true).preImport("numpy").build()) {
+            String[] draws = new String[2];
+            for (int i = 0; i < 2; i++) {
+                try (PythonSession s = np.openSession()) {
+                    ExecResult r = s.execute("import numpy\nprint(numpy.random.randint(0, 2**62))");
+                    assertEquals(ExecStatus.OK, r.status(), r::toString);
+                    draws[i] = r.stdout();
+                }
+            }
+            assertNotEquals(draws[0], draws[1], "a child inherits numpy's global generator unless it is reseeded");
+        }
+    }
+
+    @Test
+    void deadChildCostsTheSessionNotTheTemplate() {
+        long spawned = sandbox.stats().spawned();
+        try (PythonSession s = sandbox.openSession()) {
+            assertEquals(ExecStatus.OK, s.execute("x = 1").status());
+            ExecResult r = s.execute("import os\nos._exit(3)");
+            assertEquals(ExecStatus.CRASHED, r.status(), r::toString);
+            assertTrue(r.stateLost() && r.stderr().contains("exited with code 3"), r::toString);
+            ExecResult seg = s.execute("import ctypes\nctypes.string_at(0)");
+            assertEquals(ExecStatus.CRASHED, seg.status(), seg::toString);
+            assertTrue(seg.stderr().contains("SIGSEGV"), seg::toString);
+            ExecResult after = s.execute("print('x' in globals())");
+            assertEquals("False\n", after.stdout(), after::toString);
+            ExecResult mem = s.execute("y = 5\nb = bytearray(10**12)");
+            assertEquals(ExecStatus.MEMORY, mem.status(), mem::toString);
+            assertTrue(mem.stateLost());
+            ExecResult swallowed = s.execute("""
+                    while True:
+                        try:
+                            while True:
+                                pass
+                        except BaseException:
+                            pass""");
+            assertEquals(ExecStatus.TIMEOUT, swallowed.status(), swallowed::toString);
+            // killed by the template (its message), not by Java's hard limit ("was killed after 2 s"), which would cost the template
+            assertTrue(swallowed.stateLost() && swallowed.stderr().contains("did not stop; the interpreter was killed and all"), swallowed::toString);
+            ExecResult soft = s.execute("z = 3\nimport time\ntime.sleep(100)");
+            assertEquals(ExecStatus.TIMEOUT, soft.status(), soft::toString);
+            assertFalse(soft.stateLost(), soft::toString);
+            assertEquals("3\n", s.execute("z").stdout(), "a soft timeout keeps the child and its variables");
+        }
+        assertEquals(spawned, sandbox.stats().spawned(), "the template survived every one of these");
+        assertServes(sandbox);
+    }
+
+    @Test
+    void resetForksAFreshInterpreter() {
+        long spawned = sandbox.stats().spawned();
+        try (PythonSession s = sandbox.openSession()) {
+            assertEquals(ExecStatus.OK, s.execute("x = 1\nopen('f', 'w').write('x')").status());
+            s.reset();
+            ExecResult r = s.execute("import os\nprint('x' in globals(), os.listdir('.'))");
+            assertEquals("False []\n", r.stdout(), r::toString);
+        }
+        assertEquals(spawned, sandbox.stats().spawned());
+    }
+
+    @Test
+    void strayStopperSparesTheSessionsInterpreter() {
+        assumeJail(sandbox);
+        try (PythonSession s = sandbox.openSession()) {
+            assertEquals(ExecStatus.OK, s.execute("keep = 'kept'").status());
+            ExecResult r = s.execute("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass");
+            assertEquals(ExecStatus.TIMEOUT, r.status(), r::toString);
+            assertFalse(r.stateLost(), "the interrupted interpreter was spared and kept its state: " + r);
+            assertEquals("'kept'\n", s.execute("keep").stdout());
+            ExecResult ps = s.execute("import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit() and open('/proc/%s/stat' % p).read().split(') ')[1][0] != 'Z']))");
+            assertEquals((1 + PythonSandbox.FORK_SPARES) + "\n", ps.stdout(), "only the template, the interpreter and the spares are left: " + ps);
+        }
+    }
+
+    @Test
+    void forkServerAndRecyclingExcludeEachOther() {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> PythonSandbox.builder().forkServer(true).recycleWorkers(true).build());
+        assertTrue(e.getMessage().contains("forkServer"), e.getMessage());
+    }
+}

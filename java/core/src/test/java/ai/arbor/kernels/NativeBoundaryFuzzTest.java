@@ -10,9 +10,6 @@ import static ai.arbor.kernels.FuzzHarness.rowStats;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.arbor.advantage.ShapingStats;
-import ai.arbor.advantage.TokenAdvantages;
-import ai.arbor.advantage.TokenShaping;
 import ai.arbor.testing.Seeds;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
@@ -1172,7 +1169,7 @@ class NativeBoundaryFuzzTest {
             hh = new double[ent.length];
             for (int i = 0; i < hh.length; i++) hh[i] = ent[i];
         }
-        TokenAdvantages.Reference ref = TokenAdvantages.reference(a, ids, seqLen, mask, hh, post, sh);
+        TokenAdvantagesReference.Result ref = TokenAdvantagesReference.compute(a, ids, seqLen, mask, hh, post, sh);
         for (int t = 0; t < out.length; t++) h.close(e, "advantage[" + t + "]", ref.advantages()[t], out[t], 1e-4 * (1 + Math.abs(ref.advantages()[t])));
     }
 

@@ -95,15 +95,17 @@ public final class TorchPolicyLoss {
                                          Tensor advantages, Tensor mask, Tensor refLogprob, Tensor seqIds,
                                          long vocabLimit, boolean inPlace) {
         Check.notNull("cfg", cfg);
+        List<TorchTensors.RowBlock> blocks = TorchTensors.rowBlocks(logits, vocabLimit);  // validates the logits first
         long rows = TorchTensors.rows(logits);
-        List<TorchTensors.RowBlock> blocks = TorchTensors.rowBlocks(logits, vocabLimit);
+        // in place, every row is written: rows of different blocks must not share memory
+        if (inPlace) TorchTensors.requireDisjointRows(logits, "logits (in place)");
         Device dev = TorchTensors.device(logits);
         long stream = TorchTensors.currentStream(dev);
         DType dt = TorchTensors.dtype(logits);
         long v = logits.size(logits.dim() - 1), limit = vocabLimit <= 0 ? v : vocabLimit;
 
         Tensor lab = TorchTensors.flat(labels, rows, "labels");
-        DType lt = TorchTensors.dtype(lab);
+        DType lt = TorchTensors.dtype(lab, "labels");
         if (lt != DType.I32 && lt != DType.I64) throw new IllegalArgumentException("labels must be int32 or int64, got " + lt);
         Tensor old = TorchTensors.floats(oldLogprob, rows, "oldLogprob", TorchTensors.device(logits));
         Tensor adv = TorchTensors.floats(advantages, rows, "advantages", TorchTensors.device(logits));
@@ -113,8 +115,7 @@ public final class TorchPolicyLoss {
         Tensor ids = null;
         if (seq) {
             Check.notNull("seqIds (required for aggregation " + cfg.agg() + ")", seqIds);
-            ids = TorchTensors.flat(seqIds, rows, "seqIds");
-            if (!TorchTensors.dtype(ids).equals(DType.I32)) ids = ids.to(ScalarType.Int).contiguous();
+            ids = int32Ids(TorchTensors.flat(seqIds, rows, "seqIds"));
             TorchTensors.requireDevice(ids, TorchTensors.device(logits), "seqIds");
         }
         long ns = seq ? Math.max(1, rows) : 0;  // ids are row indices at most
@@ -129,6 +130,8 @@ public final class TorchPolicyLoss {
         MemRef wsRef = TorchTensors.mem(ws);
         PolicyLoss.weights(cfg, rows, TorchTensors.mem(m), ids == null ? null : TorchTensors.mem(ids), ns,
                 TorchTensors.mem(w), TorchTensors.mem(counts), wsRef, stream);
+        // the kernels check each row block on its own and would name a row of the block
+        if (!dev.isCuda() && blocks.size() > 1) checkHostRows(lab, old, adv, m, ref, limit);
 
         float thr = Float.NEGATIVE_INFINITY;
         Tensor sel = null;
@@ -170,8 +173,29 @@ public final class TorchPolicyLoss {
     public static Tensor eagerLoss(PolicyLossConfig cfg, Tensor logits, Tensor labels, Tensor oldLogprob,
                                    Tensor advantages, Tensor mask, Tensor refLogprob, Tensor seqIds,
                                    float aepoEntropyThreshold) {
+        Check.notNull("cfg", cfg);
+        TorchTensors.rowBlocks(logits, 0);  // the same checks of the logits as the kernels' form
         long rows = TorchTensors.rows(logits);
         long v = logits.size(logits.dim() - 1);
+        // the per-row shapes, named (reshape would throw an unnamed libtorch error)
+        DType lt = TorchTensors.dtype(TorchTensors.flat(labels, rows, "labels"), "labels");
+        if (lt != DType.I32 && lt != DType.I64) throw new IllegalArgumentException("labels must be int32 or int64, got " + lt);
+        TorchTensors.floats(oldLogprob, rows, "oldLogprob", TorchTensors.device(logits));
+        TorchTensors.floats(advantages, rows, "advantages", TorchTensors.device(logits));
+        TorchTensors.floats(mask, rows, "mask", TorchTensors.device(logits));
+        if (cfg.klType() != KlType.NONE) TorchTensors.floats(refLogprob, rows, "refLogprob", TorchTensors.device(logits));
+        if (cfg.agg().needsSequences()) {
+            Check.notNull("seqIds (required for aggregation " + cfg.agg() + ")", seqIds);
+            Tensor ids = int32Ids(TorchTensors.flat(seqIds, rows, "seqIds"));
+            if (!ids.is_cuda()) {  // the kernels' rule, named (index_add would throw an unnamed error)
+                long[] id = TorchTensors.hostLongs(ids);
+                float[] mk = TorchTensors.hostFloats(mask);
+                for (int r = 0; r < id.length; r++)
+                    if (id[r] >= rows || (id[r] < 0 && mk[r] > 0))
+                        throw new IllegalArgumentException("seqIds[" + r + "] = " + id[r] + " (mask " + mk[r]
+                                + ") is outside [0, rows = " + rows + ")");
+            }
+        }
         // Only the [T, V] work this configuration needs, as a careful user would write it (so the
         // benchmarks compare against a fair libtorch): no temperature division at T = 1, no entropy
         // unless the loss or AEPO's selection uses it.
@@ -180,7 +204,10 @@ public final class TorchPolicyLoss {
         Tensor m = mask.reshape(rows).to(ScalarType.Float);
         Tensor valid = m.gt(new Scalar(0.0));
         Tensor zero = torch.zeros_like(m);
-        Tensor y = labels.reshape(rows).to(ScalarType.Long).clamp_min(new Scalar(0));  // masked rows may hold -100
+        // masked rows may hold any label (-100, or past the vocabulary): gather reads 0 there
+        Tensor y = torch.where(valid, labels.reshape(rows).to(ScalarType.Long), torch.zeros_like(labels.reshape(rows).to(ScalarType.Long)));
+        if (!logits.is_cuda() && rows > 0)  // a bad label of a valid row, named (gather would throw an unnamed error)
+            Check.hostLabels("labels", TorchTensors.mem(y), DType.I64, rows, null, v);
         Tensor lsm = torch.log_softmax(x, -1);
         Tensor lp = torch.gather(lsm, -1, y.unsqueeze(-1)).squeeze(-1);
         boolean needH = cfg.entropyCoef() != 0
@@ -243,6 +270,43 @@ public final class TorchPolicyLoss {
         Tensor one = torch.ones_like(m);
         Tensor denom = agg == LossAgg.SEQ_MEAN_TOKEN_MEAN ? len.mul(norm) : one.mul(norm);
         return torch.where(valid, m.div(torch.where(valid, denom, one)), torch.zeros_like(m)).detach();
+    }
+
+    /** Host per-row values of valid rows, named among all rows, with the kernels' messages. */
+    private static void checkHostRows(Tensor lab, Tensor old, Tensor adv, Tensor m, Tensor ref, long limit) {
+        long[] y = TorchTensors.hostLongs(lab);
+        float[] o = TorchTensors.hostFloats(old), a = TorchTensors.hostFloats(adv), mk = TorchTensors.hostFloats(m);
+        float[] rf = ref == null ? null : TorchTensors.hostFloats(ref);
+        for (int r = 0; r < y.length; r++) {
+            if (!(mk[r] > 0)) continue;  // the weights' pass has checked the mask values
+            if (y[r] < 0 || y[r] >= limit) throw new IllegalArgumentException("labels[" + r + "] = " + y[r] + " is outside [0, " + limit + ")");
+            if (!Float.isFinite(o[r])) throw new IllegalArgumentException("oldLogprob[" + r + "] = " + o[r] + " is not finite (valid row)");
+            if (!Float.isFinite(a[r])) throw new IllegalArgumentException("advantages[" + r + "] = " + a[r] + " is not finite (valid row)");
+            if (rf != null && !Float.isFinite(rf[r]))
+                throw new IllegalArgumentException("refLogprob[" + r + "] = " + rf[r] + " is not finite (valid row)");
+        }
+    }
+
+    /**
+     * Sequence ids as int32 for the kernels. Floating and bool ids are rejected (a conversion would
+     * truncate 1.7 to a valid 1); int64 ids that do not fit int32 would wrap into range (2^32 + 1 to 1),
+     * so on the host they are named, and on CUDA they saturate to int32's limits, which the kernels
+     * treat as out of range.
+     */
+    static Tensor int32Ids(Tensor ids) {
+        TorchTensors.require("seqIds", ids);
+        ScalarType s = ids.scalar_type().intern();
+        if (ids.is_floating_point() || ids.is_complex() || s == ScalarType.Bool)
+            throw new IllegalArgumentException("seqIds must be an integer tensor, got " + s);
+        if (s == ScalarType.Int) return ids;
+        if (s != ScalarType.Long) return ids.to(ScalarType.Int).contiguous();  // 8/16-bit: always fits
+        if (!ids.is_cuda()) {
+            long[] a = TorchTensors.hostLongs(ids);
+            for (int r = 0; r < a.length; r++)
+                if (a[r] != (int) a[r]) throw new IllegalArgumentException("seqIds[" + r + "] = " + a[r] + " does not fit int32");
+            return ids.to(ScalarType.Int).contiguous();
+        }
+        return torch.clamp(ids, opt(Integer.MIN_VALUE), opt(Integer.MAX_VALUE)).to(ScalarType.Int).contiguous();
     }
 
     private static ScalarOptional opt(double v) {

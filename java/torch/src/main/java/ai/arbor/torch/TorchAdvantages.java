@@ -67,12 +67,12 @@ public final class TorchAdvantages {
      */
     public static Result tokenAdvantages(Tensor seqAdvantages, Tensor lossMask, Tensor entropy, Tensor postTool,
                                          TokenShaping shaping) {
-        Check.notNull("lossMask", lossMask);
+        TorchTensors.require("lossMask", lossMask);
         if (lossMask.dim() != 2) throw new IllegalArgumentException("lossMask must be [B, L], got " + lossMask.dim() + " dims");
         long b = lossMask.size(0), l = lossMask.size(1);
-        if (seqAdvantages == null || seqAdvantages.numel() != b)
-            throw new IllegalArgumentException("seqAdvantages must have B = " + b + " elements"
-                    + (seqAdvantages == null ? "" : ", got " + seqAdvantages.numel()));
+        TorchTensors.require("seqAdvantages", seqAdvantages);
+        if (seqAdvantages.numel() != b)
+            throw new IllegalArgumentException("seqAdvantages must have B = " + b + " elements, got " + seqAdvantages.numel());
         return run(seqAdvantages, null, b * l, Math.max(1, l), new long[] {b, l}, lossMask, entropy, postTool, shaping);
     }
 
@@ -84,8 +84,8 @@ public final class TorchAdvantages {
      */
     public static Result tokenAdvantagesFlat(Tensor seqAdvantages, Tensor seqIds, Tensor lossMask, Tensor entropy,
                                              Tensor postTool, TokenShaping shaping) {
-        Check.notNull("seqIds", seqIds);
-        Check.notNull("seqAdvantages", seqAdvantages);
+        TorchTensors.require("seqIds", seqIds);
+        TorchTensors.require("seqAdvantages", seqAdvantages);
         long n = seqIds.numel();
         return run(seqAdvantages, seqIds, n, 0, new long[] {n}, lossMask, entropy, postTool, shaping);
     }
@@ -101,7 +101,7 @@ public final class TorchAdvantages {
         DType idType = DType.I32;
         if (seqIds != null) {
             ids = TorchTensors.flat(seqIds, n, "seqIds");
-            idType = TorchTensors.dtype(ids);
+            idType = TorchTensors.dtype(ids, "seqIds");
             if (idType != DType.I32 && idType != DType.I64) throw new IllegalArgumentException("seqIds must be int32 or int64, got " + idType);
             TorchTensors.requireDevice(ids, dev, "seqIds");
         }
@@ -110,6 +110,16 @@ public final class TorchAdvantages {
         Tensor h = entropy == null ? null : TorchTensors.floats(entropy, n, "entropy", dev);
         Tensor out = TorchTensors.empty(like, shape, ScalarType.Float);
         Tensor stats = TorchTensors.empty(like, new long[] {ShapingStats.LENGTH}, ScalarType.Double);
+        // No tokens: an empty tensor's memory has address 0, which the kernel reads as "no ids" (the padded
+        // layout, which then rejects 0 tokens for B sequences); the array form computes the empty result.
+        if (n == 0) {
+            ShapingStats st = TokenAdvantages.compute(TorchTensors.hostFloats(adv), new int[0], null, h == null ? null : new float[0],
+                    null, shaping).stats();
+            double[] s = {st.validTokens(), st.postToolTokens(), st.shapedTokens(), st.entropyMean(), st.entropyStd(),
+                st.threshold(), st.scale(), st.nonFiniteEntropy()};
+            Tensor hs = Tensor.create(s, s.length);
+            return new Result(out, like.is_cuda() ? hs.to(like.device(), ScalarType.Double) : hs);
+        }
         TokenAdvantages.compute(mem(adv), nSeqs, mem(ids), idType, n, seqLen, mem(mask), mem(h), mem(post), shaping,
                 TorchTensors.mem(out), TorchTensors.mem(stats), TorchTensors.currentStream(dev));
         return new Result(out, stats);
@@ -120,13 +130,13 @@ public final class TorchAdvantages {
     }
 
     private static float[] hostFloats(Tensor t, String name) {
-        Check.notNull(name, t);
+        TorchTensors.require(name, t);
         if (t.dim() > 1) throw new IllegalArgumentException(name + " must be [B], got " + t.dim() + " dims");
         return TorchTensors.hostFloats(t);
     }
 
     private static int[] hostInts(Tensor t, int n, String name) {
-        Check.notNull(name, t);
+        TorchTensors.require(name, t);
         if (t.numel() != n) throw new IllegalArgumentException(name + " must have " + n + " elements, got " + t.numel());
         if (t.is_floating_point()) throw new IllegalArgumentException(name + " must be an integer tensor");
         long[] l = new long[n];

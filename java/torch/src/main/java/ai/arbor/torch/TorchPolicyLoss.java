@@ -95,15 +95,17 @@ public final class TorchPolicyLoss {
                                          Tensor advantages, Tensor mask, Tensor refLogprob, Tensor seqIds,
                                          long vocabLimit, boolean inPlace) {
         Check.notNull("cfg", cfg);
+        List<TorchTensors.RowBlock> blocks = TorchTensors.rowBlocks(logits, vocabLimit);  // validates the logits first
         long rows = TorchTensors.rows(logits);
-        List<TorchTensors.RowBlock> blocks = TorchTensors.rowBlocks(logits, vocabLimit);
+        // in place, every row is written: rows of different blocks must not share memory
+        if (inPlace) TorchTensors.requireDisjointRows(logits, "logits (in place)");
         Device dev = TorchTensors.device(logits);
         long stream = TorchTensors.currentStream(dev);
         DType dt = TorchTensors.dtype(logits);
         long v = logits.size(logits.dim() - 1), limit = vocabLimit <= 0 ? v : vocabLimit;
 
         Tensor lab = TorchTensors.flat(labels, rows, "labels");
-        DType lt = TorchTensors.dtype(lab);
+        DType lt = TorchTensors.dtype(lab, "labels");
         if (lt != DType.I32 && lt != DType.I64) throw new IllegalArgumentException("labels must be int32 or int64, got " + lt);
         Tensor old = TorchTensors.floats(oldLogprob, rows, "oldLogprob", TorchTensors.device(logits));
         Tensor adv = TorchTensors.floats(advantages, rows, "advantages", TorchTensors.device(logits));
@@ -113,8 +115,7 @@ public final class TorchPolicyLoss {
         Tensor ids = null;
         if (seq) {
             Check.notNull("seqIds (required for aggregation " + cfg.agg() + ")", seqIds);
-            ids = TorchTensors.flat(seqIds, rows, "seqIds");
-            if (!TorchTensors.dtype(ids).equals(DType.I32)) ids = ids.to(ScalarType.Int).contiguous();
+            ids = int32Ids(TorchTensors.flat(seqIds, rows, "seqIds"));
             TorchTensors.requireDevice(ids, TorchTensors.device(logits), "seqIds");
         }
         long ns = seq ? Math.max(1, rows) : 0;  // ids are row indices at most
@@ -129,6 +130,8 @@ public final class TorchPolicyLoss {
         MemRef wsRef = TorchTensors.mem(ws);
         PolicyLoss.weights(cfg, rows, TorchTensors.mem(m), ids == null ? null : TorchTensors.mem(ids), ns,
                 TorchTensors.mem(w), TorchTensors.mem(counts), wsRef, stream);
+        // the kernels check each row block on its own and would name a row of the block
+        if (!dev.isCuda() && blocks.size() > 1) checkHostRows(lab, old, adv, m, ref, limit);
 
         float thr = Float.NEGATIVE_INFINITY;
         Tensor sel = null;
@@ -155,6 +158,47 @@ public final class TorchPolicyLoss {
                     g.rowStride(), outs.rows(r0, n), sumsRef.slice(72L * i, 72), wsRef, stream);
         }
         return new Output(grad, lp, ent, sums, counts, cfg, thr);
+    }
+
+    /** Host per-row values of valid rows, named among all rows, with the kernels' messages. */
+    private static void checkHostRows(Tensor lab, Tensor old, Tensor adv, Tensor m, Tensor ref, long limit) {
+        long[] y = TorchTensors.hostLongs(lab);
+        float[] o = TorchTensors.hostFloats(old), a = TorchTensors.hostFloats(adv), mk = TorchTensors.hostFloats(m);
+        float[] rf = ref == null ? null : TorchTensors.hostFloats(ref);
+        for (int r = 0; r < y.length; r++) {
+            if (!(mk[r] > 0)) continue;  // the weights' pass has checked the mask values
+            if (y[r] < 0 || y[r] >= limit) throw new IllegalArgumentException("labels[" + r + "] = " + y[r] + " is outside [0, " + limit + ")");
+            if (!Float.isFinite(o[r])) throw new IllegalArgumentException("oldLogprob[" + r + "] = " + o[r] + " is not finite (valid row)");
+            if (!Float.isFinite(a[r])) throw new IllegalArgumentException("advantages[" + r + "] = " + a[r] + " is not finite (valid row)");
+            if (rf != null && !Float.isFinite(rf[r]))
+                throw new IllegalArgumentException("refLogprob[" + r + "] = " + rf[r] + " is not finite (valid row)");
+        }
+    }
+
+    /**
+     * Sequence ids as int32 for the kernels. Floating and bool ids are rejected (a conversion would
+     * truncate 1.7 to a valid 1); int64 ids that do not fit int32 would wrap into range (2^32 + 1 to 1),
+     * so on the host they are named, and on CUDA they saturate to int32's limits, which the kernels
+     * treat as out of range.
+     */
+    static Tensor int32Ids(Tensor ids) {
+        TorchTensors.require("seqIds", ids);
+        ScalarType s = ids.scalar_type().intern();
+        if (ids.is_floating_point() || ids.is_complex() || s == ScalarType.Bool)
+            throw new IllegalArgumentException("seqIds must be an integer tensor, got " + s);
+        if (s == ScalarType.Int) return ids;
+        if (s != ScalarType.Long) return ids.to(ScalarType.Int).contiguous();  // 8/16-bit: always fits
+        if (!ids.is_cuda()) {
+            long[] a = TorchTensors.hostLongs(ids);
+            for (int r = 0; r < a.length; r++)
+                if (a[r] != (int) a[r]) throw new IllegalArgumentException("seqIds[" + r + "] = " + a[r] + " does not fit int32");
+            return ids.to(ScalarType.Int).contiguous();
+        }
+        return torch.clamp(ids, opt(Integer.MIN_VALUE), opt(Integer.MAX_VALUE)).to(ScalarType.Int).contiguous();
+    }
+
+    private static ScalarOptional opt(double v) {
+        return new ScalarOptional(new Scalar(v));
     }
 
     private static long[] sizes(Tensor t) {

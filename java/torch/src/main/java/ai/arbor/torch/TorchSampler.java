@@ -46,8 +46,8 @@ public final class TorchSampler {
      * @param steps int64 [B] steps in [0, 2^32) on the logits' device (e.g. decode positions)
      */
     public static Sample sample(Tensor logits, SamplingParams params, long seed, Tensor keys, Tensor steps) {
-        Check.notNull("keys", keys);
-        Check.notNull("steps", steps);
+        TorchTensors.require("keys", keys);
+        TorchTensors.require("steps", steps);
         return sample(logits, params, seed, 0, keys, steps, null, null, null, null, null, 0);
     }
 
@@ -62,7 +62,7 @@ public final class TorchSampler {
     public static Sample sample(Tensor logits, SamplingParams params, long seed, long step, Tensor keys, Tensor steps,
                                 Tensor temperatures, Tensor topKs, Tensor topPs, Tensor minPs, Tensor rowMask,
                                 long vocabLimit) {
-        Check.notNull("logits", logits);
+        TorchTensors.require("logits", logits);
         Check.notNull("params", params);
         if (logits.dim() != 2)
             throw new IllegalArgumentException("logits must be [B, V] (e.g. logits.select(1, L - 1) of a [B, L, V] forward), got "

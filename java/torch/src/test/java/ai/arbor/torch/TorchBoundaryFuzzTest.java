@@ -8,8 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.arbor.advantage.Advantages;
-import ai.arbor.advantage.TokenAdvantages;
-import ai.arbor.advantage.TokenShaping;
+import ai.arbor.kernels.TokenAdvantages;
+import ai.arbor.kernels.TokenShaping;
 import ai.arbor.kernels.DType;
 import ai.arbor.kernels.Device;
 import ai.arbor.kernels.FuzzHarness;

@@ -67,6 +67,34 @@ public final class FuzzHarness {
     }
 
     /** Memory of a JavaCPP pointer that is deallocated before the call: the MemRef still holds the old address. */
+    /**
+     * Fails when a public static method of {@code classes} has neither a fuzz case in {@code fuzzed} nor a
+     * reason in {@code exempt}, or when a fuzz case names a method that no longer exists: a new entry point
+     * cannot go unfuzzed. Signatures are {@code Class.method(ParamType,...)} with simple names.
+     */
+    public static void assertEveryEntryPointFuzzed(Class<?>[] classes, java.util.Set<String> fuzzed,
+                                                   Map<String, String> exempt, String testClass) {
+        java.util.TreeSet<String> missing = new java.util.TreeSet<>(), stale = new java.util.TreeSet<>(fuzzed);
+        for (Class<?> c : classes)
+            for (java.lang.reflect.Method m : c.getDeclaredMethods()) {
+                int mod = m.getModifiers();
+                if (!java.lang.reflect.Modifier.isPublic(mod) || !java.lang.reflect.Modifier.isStatic(mod)) continue;
+                String s = signature(m);
+                stale.remove(s);
+                if (!fuzzed.contains(s) && !exempt.containsKey(s)) missing.add(s);
+            }
+        org.junit.jupiter.api.Assertions.assertTrue(missing.isEmpty(),
+                "public entry points without a fuzz case (add one to " + testClass + "): " + missing);
+        org.junit.jupiter.api.Assertions.assertTrue(stale.isEmpty(), "fuzz cases of entry points that no longer exist: " + stale);
+    }
+
+    static String signature(java.lang.reflect.Method m) {
+        StringBuilder b = new StringBuilder(m.getDeclaringClass().getSimpleName()).append('.').append(m.getName()).append('(');
+        Class<?>[] p = m.getParameterTypes();
+        for (int i = 0; i < p.length; i++) b.append(i > 0 ? "," : "").append(p[i].getSimpleName());
+        return b.append(')').toString();
+    }
+
     public static MemRef closed(long bytes) {
         BytePointer p = new BytePointer(Math.max(8, bytes));
         MemRef m = MemRef.of(p).slice(0, bytes);

@@ -11,8 +11,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.arbor.testing.Seeds;
-import java.lang.reflect.Method;
-import java.lang.reflect.Modifier;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -20,7 +18,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-import java.util.TreeSet;
 import java.util.function.BiConsumer;
 import org.bytedeco.javacpp.FloatPointer;
 import org.junit.jupiter.api.Test;
@@ -83,29 +80,12 @@ class NativeBoundaryFuzzTest {
     static final Class<?>[] KERNEL_CLASSES = {TokenStats.class, PolicyLoss.class, Sampler.class, TokenAdvantages.class};
     static final Map<String, String> NOT_NATIVE = Map.of(
             "PolicyLoss.aepoEntropyThreshold(double,float[],float[])", "Java only (a sort); fuzzed through the AEPO entries",
-            "TokenAdvantages.reference(double[],int[],int,boolean[],double[],boolean[],TokenShaping)", "the Java test oracle",
             "TokenAdvantages.postToolFlags(int[],byte[])", "Java only; fuzzed below for exceptions",
             "TokenAdvantages.seqIdsOf(int[])", "Java only; fuzzed below for exceptions");
 
-    static String signature(Method m) {
-        StringBuilder b = new StringBuilder(m.getDeclaringClass().getSimpleName()).append('.').append(m.getName()).append('(');
-        Class<?>[] p = m.getParameterTypes();
-        for (int i = 0; i < p.length; i++) b.append(i > 0 ? "," : "").append(p[i].getSimpleName());
-        return b.append(')').toString();
-    }
-
     @Test
     void everyPublicNativeEntryPointIsFuzzed() {
-        TreeSet<String> missing = new TreeSet<>(), stale = new TreeSet<>(entries.keySet());
-        for (Class<?> c : KERNEL_CLASSES)
-            for (Method m : c.getDeclaredMethods()) {
-                if (!Modifier.isPublic(m.getModifiers()) || !Modifier.isStatic(m.getModifiers())) continue;
-                String s = signature(m);
-                stale.remove(s);
-                if (!entries.containsKey(s) && !NOT_NATIVE.containsKey(s)) missing.add(s);
-            }
-        assertTrue(missing.isEmpty(), "public entry points without a fuzz case (add one to NativeBoundaryFuzzTest): " + missing);
-        assertTrue(stale.isEmpty(), "fuzz cases of entry points that no longer exist: " + stale);
+        FuzzHarness.assertEveryEntryPointFuzzed(KERNEL_CLASSES, entries.keySet(), NOT_NATIVE, "NativeBoundaryFuzzTest");
     }
 
     @Test

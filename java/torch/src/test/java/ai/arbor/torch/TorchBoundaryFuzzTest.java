@@ -23,14 +23,11 @@ import ai.arbor.kernels.Sampler;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.kernels.TokenStats;
 import ai.arbor.testing.Seeds;
-import java.lang.reflect.Method;
-import java.lang.reflect.Modifier;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-import java.util.TreeSet;
 import java.util.function.Consumer;
 import org.bytedeco.javacpp.PointerScope;
 import org.bytedeco.pytorch.Tensor;
@@ -86,25 +83,9 @@ class TorchBoundaryFuzzTest {
             "TorchTensors.torchName(DType)", "a Java switch over an enum",
             "TorchTensors.currentStream(Device)", "no tensor: torch's current stream, or 0 for the CPU");
 
-    static String signature(Method m) {
-        StringBuilder b = new StringBuilder(m.getDeclaringClass().getSimpleName()).append('.').append(m.getName()).append('(');
-        Class<?>[] p = m.getParameterTypes();
-        for (int i = 0; i < p.length; i++) b.append(i > 0 ? "," : "").append(p[i].getSimpleName());
-        return b.append(')').toString();
-    }
-
     @Test
     void everyPublicTensorEntryPointIsFuzzed() {
-        TreeSet<String> missing = new TreeSet<>(), stale = new TreeSet<>(entries.keySet());
-        for (Class<?> c : ADAPTERS)
-            for (Method m : c.getDeclaredMethods()) {
-                if (!Modifier.isPublic(m.getModifiers()) || !Modifier.isStatic(m.getModifiers())) continue;
-                String s = signature(m);
-                stale.remove(s);
-                if (!entries.containsKey(s) && !NOT_FUZZED.containsKey(s)) missing.add(s);
-            }
-        assertTrue(missing.isEmpty(), "public tensor entry points without a fuzz case (add one to TorchBoundaryFuzzTest): " + missing);
-        assertTrue(stale.isEmpty(), "fuzz cases of entry points that no longer exist: " + stale);
+        FuzzHarness.assertEveryEntryPointFuzzed(ADAPTERS, entries.keySet(), NOT_FUZZED, "TorchBoundaryFuzzTest");
     }
 
     @Test

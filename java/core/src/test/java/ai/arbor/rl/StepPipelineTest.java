@@ -105,6 +105,63 @@ class StepPipelineTest {
     }
 
     @Test
+    void treeGrpoAddsTheIntraTreeAndTheInterTreeAdvantages() {
+        boolean[] m = {true};
+        List<Scored> s = List.of(
+                scored(0, traj(0, new int[] {10}, m, ones(1, 1f), new boolean[1], List.of(), Termination.ANSWER), 1),
+                scored(0, traj(0, new int[] {11}, m, ones(1, 1f), new boolean[1], List.of(), Termination.ANSWER), 0),
+                scored(0, traj(1, new int[] {12}, m, ones(1, 1f), new boolean[1], List.of(), Termination.ANSWER), 1),
+                scored(0, traj(1, new int[] {13}, m, ones(1, 1f), new boolean[1], List.of(), Termination.ANSWER), 1));
+        StepPipeline.Prepared p = new StepPipeline(Recipe.TREE_GRPO, TOK).prepare(s);
+        // intra: tree 0 (1, 0) gives ±0.5/(√0.5 + 1e-6), tree 1 (1, 1) gives 0; inter over (1, 0, 1, 1):
+        // μ = 0.75, unbiased σ = 0.5, so (R − 0.75)/(0.5 + 1e-6); A = intra + inter (docs/algorithms.md §3)
+        double intra = 0.5 / (Math.sqrt(0.5) + 1e-6), up = 0.25 / (0.5 + 1e-6), down = -0.75 / (0.5 + 1e-6);
+        double[] expected = {intra + up, -intra + down, up, up};
+        for (int k = 0; k < 4; k++) {
+            assertEquals(expected[k], p.sequenceAdvantages()[k], 1e-5, "trajectory " + k);
+            assertEquals(expected[k], p.batch().advantage()[k], 1e-5, "row " + k + ": broadcast");
+        }
+    }
+
+    @Test
+    void grpoTcrAndArpoTrainDegenerateGroupsWithZeroAdvantage() {
+        boolean[] m = {true, true};
+        for (Recipe r : List.of(Recipe.GRPO_TCR, Recipe.ARPO)) {
+            List<Scored> s = List.of(
+                    scored(0, traj(0, new int[] {10, 11}, m, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 1),
+                    scored(0, traj(0, new int[] {10, 12}, m, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 1),
+                    scored(1, traj(0, new int[] {10, 13}, m, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 1),
+                    scored(1, traj(0, new int[] {10, 14}, m, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 0));
+            TokenBatch b = new StepPipeline(r, TOK).prepare(s).batch();
+            // no filter: the all-correct group stays, (1 − 1)/(0 + 1e-6) = 0 on its tokens; group 1 gives ±a
+            float a = (float) (0.5 / (Math.sqrt(0.5) + 1e-6));
+            assertArrayEquals(new int[] {0, 1, 2, 3}, b.source(), r.name());
+            assertArrayEquals(new float[] {0, 0, 0, 0, a, a, -a, -a}, b.advantage(), 1e-6f, r.name());
+            assertArrayEquals(ones(8, 1f), b.weight(), r.name());
+        }
+    }
+
+    @Test
+    void taoRlShapesTheTopEntropyPostToolTokens() {
+        ToolCallRecord ok = new ToolCallRecord(0, "python", "x", ToolCallStatus.OK, 0, "4", null, false);
+        List<Scored> s = List.of(
+                // 10, then an observation (20, 21: untrained), then the post-tool turn 11, 12
+                scored(0, traj(0, new int[] {10, 20, 21, 11, 12}, new boolean[] {true, false, false, true, true},
+                        new float[] {1f, 0f, 0f, 2f, 6f}, new boolean[] {false, false, false, true, true}, List.of(ok), Termination.ANSWER), 1),
+                scored(0, traj(0, new int[] {10, 13}, new boolean[] {true, true}, new float[] {3f, 4f}, new boolean[2],
+                        List.of(), Termination.ANSWER), 0));
+        TokenBatch b = new StepPipeline(Recipe.TAO_RL, TOK).prepare(s).batch();
+        // valid entropies (1, 2, 6, 3, 4): mean 3.2, unbiased var 3.7; two post-tool tokens, k = ⌈0.2·2⌉ = 1:
+        // only the highest (H = 6) is shaped, Ã = A·(1 + 0.01·(6 − 3.2)/√(3.7 + 1e-8)) (docs/algorithms.md §3)
+        double a = 0.5 / (Math.sqrt(0.5) + 1e-6);
+        double shaped = a * (1 + 0.01 * (6 - 3.2) / Math.sqrt(3.7 + 1e-8));
+        double[] expected = {a, a, shaped, -a, -a};
+        assertArrayEquals(new int[] {10, 11, 12, 10, 13}, b.label());
+        for (int k = 0; k < 5; k++) assertEquals(expected[k], b.advantage()[k], 1e-6, "row " + k);
+        assertArrayEquals(new boolean[] {false, true, true, false, false}, b.postTool());
+    }
+
+    @Test
     void aepoShapesEveryTokenByItsEntropy() {
         boolean[] m = {true, true};
         List<Scored> s = List.of(

@@ -9,7 +9,8 @@ public enum ToolSessionMode {
      * The default. A path opens a session only while one of its calls runs and closes it after (the
      * sandbox worker goes back to the pool while the policy generates); before each call the fresh session
      * replays the path's earlier executed calls, outputs discarded, to restore its state. A replayed call
-     * whose result differs from the one the model saw (randomness, time, files) makes the new call an
+     * whose result differs from the one the model saw (randomness, time, files, the order of a printed set of
+ * strings on another worker, whose hash secret differs) makes the new call an
      * infrastructure failure: the path's state can no longer be restored. Cost: call k re-runs k−1 cells,
      * and each call opens and closes a session (cheap with {@code recycleWorkers(true)} or a fork server, a
      * worker respawn otherwise).

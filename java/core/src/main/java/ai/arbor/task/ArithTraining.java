@@ -73,8 +73,8 @@ final class ArithTraining implements TrainingTask {
     /**
      * The standard stateful Python tool, a session per path. The rollout engine leases it per call
      * ({@link ai.arbor.rollout.ToolSessionMode#LEASE_PER_CALL}, the default): a path holds a worker only
-     * while its call runs (about 2 ms with recycling, plus ~0.2 ms to replay each earlier cell, at most one
-     * here), so AEPO's up to 48 paths per prompt never wait for one of the few workers. This replaced a
+     * while its call runs (about 2 ms with recycling, plus 0.1–0.2 ms to replay each earlier cell, at most
+     * one here), so AEPO's up to 48 paths per prompt never wait for one of the few workers. This replaced a
      * stateless fresh interpreter per call, which avoided the wait but turned a model's reuse of its
      * first call's variables into a NameError the sandbox, not the model, caused.
      */

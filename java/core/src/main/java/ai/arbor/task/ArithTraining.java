@@ -75,8 +75,8 @@ final class ArithTraining implements TrainingTask {
      * ({@link ai.arbor.rollout.ToolSessionMode#LEASE_PER_CALL}, the default): a path holds a worker only
      * while its call runs (about 2 ms with recycling, plus 0.1–0.2 ms to replay each earlier cell, at most
      * one here), so AEPO's up to 48 paths per prompt never wait for one of the few workers. This replaced a
-     * stateless fresh interpreter per call, which avoided the wait but turned a model's reuse of its
-     * first call's variables into a NameError the sandbox, not the model, caused.
+     * stateless fresh interpreter per call, which avoided the wait too (at one replayed cell less) but gave
+     * arith other semantics than every other Python task: a second call could not use the first's variables.
      */
     @Override
     public ToolProvider tools() {

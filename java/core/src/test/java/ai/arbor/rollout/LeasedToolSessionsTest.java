@@ -97,6 +97,8 @@ class LeasedToolSessionsTest {
     void sixtyFourStatefulPathsOverFourWorkersAllGetTheirOwnValues() {
         AgentConfig defaults = AgentConfig.builder().build();
         assertEquals(ToolSessionMode.LEASE_PER_CALL, defaults.toolSessions());
+        IllegalArgumentException bad = assertThrows(IllegalArgumentException.class, () -> AgentConfig.builder().toolSessions(null).build());
+        assertTrue(bad.getMessage().contains("toolSessions"), bad.getMessage());
         // Every path spends ~6 x 150 ms generating; holding a worker through that, 64 paths would queue
         // 16 deep behind 4 workers (~15 s) and exceed the 5 s tool timeout. Leased, a path waits only for cells.
         AgentLoop loop = loop(ToolSessionMode.LEASE_PER_CALL, CALLS, pk -> cell(pk / 100, pk % 100), GENERATION_MILLIS,

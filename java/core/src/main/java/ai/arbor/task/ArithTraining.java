@@ -73,7 +73,7 @@ final class ArithTraining implements TrainingTask {
     /**
      * The standard stateful Python tool, a session per path. The rollout engine leases it per call
      * ({@link ai.arbor.rollout.ToolSessionMode#LEASE_PER_CALL}, the default): a path holds a worker only
-     * while its call runs (about 2 ms with recycling, plus 0.1–0.2 ms to replay each earlier cell, at most
+     * while its call runs (about 2 ms with recycling, plus 0.1–0.25 ms to replay each earlier cell, at most
      * one here), so AEPO's up to 48 paths per prompt never wait for one of the few workers. This replaced a
      * stateless fresh interpreter per call, which avoided the wait too (at one replayed cell less) but gave
      * arith other semantics than every other Python task: a second call could not use the first's variables.

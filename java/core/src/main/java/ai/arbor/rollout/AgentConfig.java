@@ -17,10 +17,13 @@ import java.time.Duration;
  * @param limitNotice          text appended after the last allowed call's observation (CoRT); null = the
  *                             format's default ({@code "\nReach max function call limit."}), "" = none
  * @param toolTimeout          safety net around a tool call (tools enforce their own limits first); a call
- *                             that exceeds it is an infrastructure failure and the path's session is replaced
+ *                             that exceeds it is an infrastructure failure and the path's session is replaced;
+ *                             it covers waiting for a sandbox worker and replaying the path's earlier calls
+ * @param toolSessions         whether a path leases its stateful session per call (default) or holds it
+ *                             for its whole life ({@link ToolSessionMode})
  */
 public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int maxTurns, int maxToolCalls, int maxResponseTokens, int maxObservationTokens,
-                          String limitNotice, Duration toolTimeout) {
+                          String limitNotice, Duration toolTimeout, ToolSessionMode toolSessions) {
     public AgentConfig {
         if (sampling == null) throw new IllegalArgumentException("sampling must not be null");
         if (limits == null) throw new IllegalArgumentException("limits must not be null");
@@ -30,19 +33,21 @@ public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int 
         if (maxObservationTokens < 1) throw new IllegalArgumentException("maxObservationTokens must be >= 1, got " + maxObservationTokens);
         if (toolTimeout == null || toolTimeout.isNegative() || toolTimeout.isZero())
             throw new IllegalArgumentException("toolTimeout must be positive, got " + toolTimeout);
+        if (toolSessions == null) throw new IllegalArgumentException("toolSessions must not be null");
     }
 
     public static Builder builder() {
         return new Builder();
     }
 
-    /** Builder with defaults: τ=1, 1024 tokens per turn, 8 turns, 8 tool calls, 4096 response tokens, 1024 observation tokens, 120 s tool timeout. */
+    /** Builder with defaults: τ=1, 1024 tokens per turn, 8 turns, 8 tool calls, 4096 response tokens, 1024 observation tokens, 120 s tool timeout, sessions leased per call. */
     public static final class Builder {
         private SamplingParams sampling = SamplingParams.temperature(1f);
         private GenerationLimits limits = GenerationLimits.defaults();
         private int maxTurns = 8, maxToolCalls = 8, maxResponseTokens = 4096, maxObservationTokens = 1024;
         private String limitNotice;
         private Duration toolTimeout = Duration.ofSeconds(120);
+        private ToolSessionMode toolSessions = ToolSessionMode.LEASE_PER_CALL;
 
         public Builder sampling(SamplingParams s) {
             this.sampling = s;
@@ -90,8 +95,15 @@ public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int 
             return this;
         }
 
+        /** See {@link ToolSessionMode}. */
+        public Builder toolSessions(ToolSessionMode m) {
+            this.toolSessions = m;
+            return this;
+        }
+
         public AgentConfig build() {
-            return new AgentConfig(sampling, limits, maxTurns, maxToolCalls, maxResponseTokens, maxObservationTokens, limitNotice, toolTimeout);
+            return new AgentConfig(sampling, limits, maxTurns, maxToolCalls, maxResponseTokens, maxObservationTokens, limitNotice, toolTimeout,
+                    toolSessions);
         }
     }
 }

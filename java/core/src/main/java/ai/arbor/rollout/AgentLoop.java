@@ -85,7 +85,8 @@ public final class AgentLoop {
         if (promptContext.length() != prompt.tokens().length)
             throw new IllegalArgumentException("promptContext has " + promptContext.length() + " tokens but prompt " + prompt.id() + " has "
                     + prompt.tokens().length);
-        return AgentState.initial(prompt, promptContext, pathSeed, meter == null ? new CostMeter() : meter, tools);
+        return AgentState.initial(prompt, promptContext, pathSeed, meter == null ? new CostMeter() : meter, tools,
+                config.toolSessions());
     }
 
     /**
@@ -95,7 +96,7 @@ public final class AgentLoop {
      */
     public AgentState fork(AgentState state, long newPathSeed) {
         if (state.terminated()) throw new IllegalArgumentException("cannot branch from a terminated state: " + state);
-        return state.fork(newPathSeed, tools);
+        return state.fork(newPathSeed, tools, config.toolSessions());
     }
 
     /** Closes the tool session of a state that will not be continued (a terminated state's is already closed). */
@@ -270,7 +271,7 @@ public final class AgentLoop {
         }
         return outcome.thenApply(o -> {
             if (call != null && o.dispatched() && (o.status() == ToolCallStatus.OK || o.status() == ToolCallStatus.TOOL_ERROR))
-                s.tools.executed(call);
+                s.tools.executed(PathTools.Executed.of(call, o.status(), o.output(), o.raw()));
             s.meter.toolCall(o.status(), o.nanos(), o.dispatched());
             int calls = s.toolCalls + 1;
             boolean limitReached = calls >= config.maxToolCalls();

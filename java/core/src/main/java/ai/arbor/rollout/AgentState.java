@@ -39,8 +39,9 @@ public final class AgentState {
         this.tools = tools;
     }
 
-    static AgentState initial(Prompt prompt, TokenContext promptContext, long pathSeed, CostMeter meter, ToolProvider provider) {
-        PathTools t = new PathTools(provider, meter, List.of());
+    static AgentState initial(Prompt prompt, TokenContext promptContext, long pathSeed, CostMeter meter, ToolProvider provider,
+                              ToolSessionMode mode) {
+        PathTools t = new PathTools(provider, meter, mode, List.of());
         AgentState s = new AgentState(prompt, promptContext, null, 0, 0, 0, false, null, pathSeed, meter, t);
         t.owner = s;
         return s;
@@ -55,14 +56,14 @@ public final class AgentState {
     }
 
     /** A copy that owns a new tool session (replaying this path's executed calls when stateful). */
-    AgentState fork(long newPathSeed, ToolProvider provider) {
-        List<ToolCall> executed = new ArrayList<>();
+    AgentState fork(long newPathSeed, ToolProvider provider, ToolSessionMode mode) {
+        List<PathTools.Executed> executed = new ArrayList<>();
         for (AgentStep st : steps()) {
             ToolCallRecord r = st.toolCall();
             if (r != null && (r.status() == ToolCallStatus.OK || r.status() == ToolCallStatus.TOOL_ERROR))
-                executed.add(new ToolCall(r.tool(), r.arguments()));
+                executed.add(PathTools.Executed.of(new ToolCall(r.tool(), r.arguments()), r.status(), r.output(), r.raw()));
         }
-        PathTools t = new PathTools(provider, meter, executed);
+        PathTools t = new PathTools(provider, meter, mode, executed);
         AgentState s = new AgentState(prompt, context, steps, turns, toolCalls, responseTokens, nextPostTool, termination, newPathSeed, meter, t);
         t.owner = s;
         return s;

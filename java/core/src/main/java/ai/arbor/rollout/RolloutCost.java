@@ -8,7 +8,9 @@ package ai.arbor.rollout;
  * @param generatedTokens  tokens the generator returned
  * @param generations      generation requests that returned
  * @param toolCalls        tool calls dispatched to a tool for the policy (malformed / unknown excluded)
- * @param replayedToolCalls calls re-executed to rebuild a stateful session when a branch forks mid-path
+ * @param replayedToolCalls calls re-executed to restore a stateful session: before every call of a path when
+ *                          sessions are leased per call (k−1 before call k), else when a branch forks mid-path
+ *                          or a timed-out session is rebuilt
  * @param observationTokens observation tokens appended (prefill cost, not generation)
  */
 public record RolloutCost(long generatedTokens, long generations, long toolCalls, long replayedToolCalls, long observationTokens) {

@@ -4,13 +4,15 @@ import ai.arbor.tools.Tool;
 import java.util.List;
 
 /**
- * Opens a {@link ToolSession} per path. The agent loop opens it lazily, on the path's first tool call
- * and on a tool thread, so paths that never call a tool hold no sandbox worker.
+ * Opens {@link ToolSession}s for a path, on a tool thread and only when a call needs one, so paths that
+ * never call a tool hold no sandbox worker. A stateful session is opened for each call by default
+ * ({@link ToolSessionMode#LEASE_PER_CALL}: the path's earlier calls are replayed into it) or once per path
+ * ({@link ToolSessionMode#HOLD_PER_PATH}).
  *
  * <pre>{@code
  * // stateless tools shared by every path
  * ToolProvider tools = ToolProvider.shared(new CalculatorTool(), searchTool);
- * // a stateful Python session per path (local jailed sandbox)
+ * // a stateful Python session (local jailed sandbox; recycleWorkers(true) makes a lease per call cheap)
  * ToolProvider python = () -> {
  *     SandboxSession s = sandbox.openSession();
  *     return ToolSession.of(List.of(new PythonTool(s)), true, s);

@@ -8,9 +8,10 @@ import java.util.Map;
 
 /**
  * The tools one trajectory (one path of a tree) talks to. A stateful session — a Python interpreter
- * whose variables persist across calls — belongs to one path; when a tree branches from the middle of a
- * path, the branch gets a fresh session that first replays the path's earlier calls (see
- * {@link #stateful()}). Closing returns the resources (e.g. the sandbox worker).
+ * whose variables persist across calls — serves one path; a fresh one first replays the path's earlier
+ * calls: before each call when sessions are leased per call ({@link ToolSessionMode}), when a tree
+ * branches from the middle of a path (see {@link #stateful()}). Closing returns the resources (e.g. the
+ * sandbox worker).
  */
 public interface ToolSession extends AutoCloseable {
 

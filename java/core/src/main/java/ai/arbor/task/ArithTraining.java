@@ -5,11 +5,11 @@ import ai.arbor.reward.AnswerChecker;
 import ai.arbor.reward.MathGrader;
 import ai.arbor.rollout.AgentConfig;
 import ai.arbor.rollout.ToolProvider;
+import ai.arbor.rollout.ToolSession;
+import ai.arbor.rollout.ToolSessionMode;
 import ai.arbor.sandbox.PythonSandbox;
 import ai.arbor.sandbox.SandboxSession;
-import ai.arbor.tools.Observation;
 import ai.arbor.tools.PythonTool;
-import ai.arbor.tools.Tool;
 import java.math.BigInteger;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -17,8 +17,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * {@link ArithTask} for training: the Python tool over the local jailed sandbox (a fresh interpreter per
- * call; workers are reset in place when a session closes, {@code recycleWorkers}), answers graded by
+ * {@link ArithTask} for training: the stateful Python tool over the local jailed sandbox (workers are reset
+ * in place when a session closes, {@code recycleWorkers}), answers graded by
  * {@link MathGrader}. A solved response reads
  * <pre>{@code Q: 417*38-290
  * <python>print(417*38-290)</python> <result>
@@ -71,48 +71,19 @@ final class ArithTraining implements TrainingTask {
     }
 
     /**
-     * The Python tool, one fresh interpreter per call: each call leases a sandbox worker, runs, and gives it
-     * back (reset in place, about 2 ms). An arith program is self-contained ({@code print(expr)}), so no
-     * notebook state is lost; in exchange a path holds no worker while the policy generates, and rollouts
-     * with many concurrent paths (AEPO: up to 48 per prompt) never wait for one of the few workers. With a
-     * session held per path, AEPO's tool calls waited past the 30 s tool timeout and 65–70 % of its
-     * trajectories were masked as infrastructure failures (bench/RESULTS.md, "Training").
+     * The standard stateful Python tool, a session per path. The rollout engine leases it per call
+     * ({@link ai.arbor.rollout.ToolSessionMode#LEASE_PER_CALL}, the default): a path holds a worker only
+     * while its call runs (about 2 ms with recycling, plus 0.1–0.25 ms to replay each earlier cell, at most
+     * one here), so AEPO's up to 48 paths per prompt never wait for one of the few workers. This replaced a
+     * stateless fresh interpreter per call, which avoided the wait too (at one replayed cell less) but gave
+     * arith other semantics than every other Python task: a second call could not use the first's variables.
      */
     @Override
     public ToolProvider tools() {
-        return ToolProvider.shared(new PerCallPython());
-    }
-
-    /** {@link PythonTool} over a session leased for one call. */
-    private final class PerCallPython implements Tool {
-        @Override
-        public String name() {
-            return "python";
-        }
-
-        @Override
-        public String description() {
-            return "Runs Python 3 code in a fresh sandboxed interpreter (the value of a final expression is printed). "
-                    + "numpy and sympy are available; no network. Returns stdout and stderr.";
-        }
-
-        @Override
-        public String parametersSchema() {
-            return PythonTool.PARAMETERS_SCHEMA;
-        }
-
-        @Override
-        public Observation call(String arguments) {
-            SandboxSession s;
-            try {
-                s = sandbox().openSession();
-            } catch (RuntimeException e) {
-                return Observation.infrastructureFailure("the sandbox has no free worker: " + e.getMessage(), e);
-            }
-            try (s) {
-                return new PythonTool(s).call(arguments);
-            }
-        }
+        return () -> {
+            SandboxSession s = sandbox().openSession();
+            return ToolSession.of(List.of(new PythonTool(s)), true, s);
+        };
     }
 
     @Override
@@ -129,7 +100,7 @@ final class ArithTraining implements TrainingTask {
     @Override
     public AgentConfig agentConfig(SamplingParams sampling) {
         return AgentConfig.builder().sampling(sampling).maxNewTokens(160).maxTurns(3).maxToolCalls(2).maxResponseTokens(320)
-                .maxObservationTokens(64).toolTimeout(Duration.ofSeconds(30)).build();
+                .maxObservationTokens(64).toolTimeout(Duration.ofSeconds(30)).toolSessions(ToolSessionMode.LEASE_PER_CALL).build();
     }
 
     @Override

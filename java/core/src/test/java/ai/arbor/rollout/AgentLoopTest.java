@@ -13,6 +13,8 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 class AgentLoopTest {
     static final CharTokenizer TOK = CharTokenizer.ascii();
@@ -128,10 +130,20 @@ class AgentLoopTest {
         assertEquals(Termination.MAX_TURNS, t.termination());
         assertEquals(3, t.steps().size());
         assertEquals(2, t.toolCalls().size());
-        assertEquals(2, tools.calls.get());
+        // leased per call (the default): "b" runs in its own session after replaying "a"
+        assertEquals(3, tools.calls.get());
+        assertEquals("2", t.toolCalls().get(1).output());
         assertEquals(TurnOutcome.CALL_NOT_EXECUTED, t.steps().get(2).outcome());
-        assertEquals(1, tools.opened.get());
-        assertEquals(1, tools.closed.get(), "the session is closed when the path ends");
+        assertEquals(2, tools.opened.get());
+        assertEquals(2, tools.closed.get(), "each call's session is closed after it");
+
+        TestTools.CounterProvider held = new TestTools.CounterProvider();
+        Trajectory h = loop(new ScriptedGenerator(TOK, calls("a", "b", "c", "d")), held,
+                cfg().maxTurns(3).maxToolCalls(10).toolSessions(ToolSessionMode.HOLD_PER_PATH).build()).run(prompt("Q\n"), 1).join();
+        assertEquals("2", h.toolCalls().get(1).output());
+        assertEquals(2, held.calls.get());
+        assertEquals(1, held.opened.get());
+        assertEquals(1, held.closed.get(), "a held session is closed when the path ends");
     }
 
     @Test
@@ -214,11 +226,12 @@ class AgentLoopTest {
         assertEquals(Termination.ANSWER, u.termination());
     }
 
-    @Test
-    void aToolThatHangsIsCutOffAndTheSessionIsRebuiltByReplay() {
+    @ParameterizedTest
+    @EnumSource(ToolSessionMode.class)
+    void aToolThatHangsIsCutOffAndTheSessionIsRebuiltByReplay(ToolSessionMode mode) {
         ScriptedGenerator gen = new ScriptedGenerator(TOK, calls("a", "sleep", "b"));
         TestTools.CounterProvider tools = new TestTools.CounterProvider();
-        AgentLoop loop = loop(gen, tools, cfg().toolTimeout(Duration.ofMillis(200)).build());
+        AgentLoop loop = loop(gen, tools, cfg().toolTimeout(Duration.ofMillis(200)).toolSessions(mode).build());
         CostMeter meter = new CostMeter();
         AgentState end = loop.runToEnd(loop.start(prompt("Q\n"), null, 1, meter)).join();
         Trajectory t = Trajectory.of(end, 0, 0, null);
@@ -228,16 +241,19 @@ class AgentLoopTest {
         assertTrue(t.toolCalls().get(1).output().contains("200 ms tool timeout"));
         // the fresh session replayed "a" (count 1), then ran "b": 2 — the timed-out call is not replayed
         assertEquals("2", t.toolCalls().get(2).output());
-        assertEquals(1, meter.cost().replayedToolCalls());
-        assertEquals(2, tools.opened.get());
+        // held: only the rebuilt session replays "a"; leased: the sessions of "sleep" and "b" each replay it
+        boolean held = mode == ToolSessionMode.HOLD_PER_PATH;
+        assertEquals(held ? 1 : 2, meter.cost().replayedToolCalls());
+        assertEquals(held ? 2 : 3, tools.opened.get());
         assertEquals(Termination.ANSWER, t.termination());
     }
 
-    @Test
-    void forkReplaysStatefulCallsIntoTheBranchSession() {
+    @ParameterizedTest
+    @EnumSource(ToolSessionMode.class)
+    void forkReplaysStatefulCallsIntoTheBranchSession(ToolSessionMode mode) {
         ScriptedGenerator gen = new ScriptedGenerator(TOK, calls("a", "b", "c"));
         TestTools.CounterProvider tools = new TestTools.CounterProvider();
-        AgentLoop loop = loop(gen, tools, cfg().build());
+        AgentLoop loop = loop(gen, tools, cfg().toolSessions(mode).build());
         CostMeter meter = new CostMeter();
         AgentState s0 = loop.start(prompt("Q\n"), null, 1, meter);
         AgentState s1 = loop.step(s0).join();
@@ -251,7 +267,8 @@ class AgentLoopTest {
         assertEquals("2", b2.lastStep().toolCall().output());
         AgentState s3 = loop.step(s2).join();
         assertEquals("3", s3.lastStep().toolCall().output());
-        assertEquals(1, meter.cost().replayedToolCalls());
+        // held: the branch's session replays "a"; leased: so do b's, the branch's and c's ("a", "b") sessions
+        assertEquals(mode == ToolSessionMode.HOLD_PER_PATH ? 1 : 4, meter.cost().replayedToolCalls());
         assertEquals(s1.context(), b2.context().parent(), "the branch extends the node's context: the prefix is shared, not copied");
         assertNotEquals(Seeds.derive(1, 1), gen.requests().get(2).seed(), "a branch samples with its own seed");
         loop.release(b2);

@@ -17,6 +17,8 @@ import java.util.concurrent.Executors;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /** The agent loop with the real tools: PythonTool over the local jailed sandbox, and CalculatorTool. */
 class RealToolsAgentLoopTest {
@@ -92,15 +94,16 @@ class RealToolsAgentLoopTest {
         assertEquals(0, sandbox.stats().openSessions(), "the path's session was closed at its end");
     }
 
-    @Test
-    void aBranchReplaysThePythonStateIntoItsOwnSession() {
+    @ParameterizedTest
+    @EnumSource(ToolSessionMode.class)
+    void aBranchReplaysThePythonStateIntoItsOwnSession(ToolSessionMode mode) {
         ScriptedGenerator gen = new ScriptedGenerator(TOK, (ctx, rnd) -> {
             int k = AgentLoopTest.count(ctx, "<result>");
             String code = k == 0 ? "x = 5\nprint(x)" : "x = x + 100\nprint(x)";
             return new ScriptedGenerator.Turn("step <python>" + code + "</python>", false, 1);
         });
         AgentLoop loop = AgentLoop.builder().generator(gen).tokenizer(TOK).format(TagToolCallFormat.arpo()).tools(python())
-                .config(AgentConfig.builder().maxNewTokens(200).build()).toolExecutor(pool).build();
+                .config(AgentConfig.builder().maxNewTokens(200).toolSessions(mode).build()).toolExecutor(pool).build();
         CostMeter meter = new CostMeter();
         AgentState s1 = loop.step(loop.start(prompt(), null, 1, meter)).join();
         assertEquals("5\n", s1.lastStep().toolCall().output());
@@ -109,8 +112,11 @@ class RealToolsAgentLoopTest {
         AgentState branched = loop.step(branch).join();
         assertEquals("105\n", original.lastStep().toolCall().output());
         assertEquals("105\n", branched.lastStep().toolCall().output(), "the branch sees x = 5 (replayed), not the original's 105");
-        assertEquals(1, meter.cost().replayedToolCalls());
-        assertEquals(2, sandbox.stats().openSessions());
+        // held: the branch's session replays x = 5 and both paths keep a worker between calls; leased: each
+        // path's second call replays it into a session that is closed again after the call
+        boolean held = mode == ToolSessionMode.HOLD_PER_PATH;
+        assertEquals(held ? 1 : 2, meter.cost().replayedToolCalls());
+        assertEquals(held ? 2 : 0, sandbox.stats().openSessions());
         loop.release(original);
         loop.release(branched);
         assertEquals(0, sandbox.stats().openSessions());

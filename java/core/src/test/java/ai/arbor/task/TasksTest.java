@@ -13,6 +13,20 @@ import org.junit.jupiter.api.Test;
 
 class TasksTest {
 
+    /** Arith's Python tool keeps variables between the calls of a path (leased per call by the engine, restored by replay). */
+    @Test
+    void arithPythonIsStatefulAndLeasedPerCall() {
+        try (TrainingTask task = TrainingTask.create("arith", 4, 20, 4);
+                ai.arbor.rollout.ToolSession tools = task.tools().open()) {
+            assertTrue(tools.stateful());
+            assertEquals(ai.arbor.rollout.ToolSessionMode.LEASE_PER_CALL,
+                    task.agentConfig(ai.arbor.kernels.SamplingParams.temperature(1f)).toolSessions());
+            var python = tools.tool("python");
+            assertEquals("15846\n", python.call("x = 417*38\nprint(x)").text());
+            assertEquals("15556\n", python.call("print(x - 290)").text());
+        }
+    }
+
     @Test
     void arithEvaluatesWithPrecedenceAndSplitsAreDisjoint() {
         assertEquals(BigInteger.valueOf(417 * 38 - 2905 + 66), ArithTask.evaluate("417*38-2905+66"));

@@ -572,6 +572,17 @@ class PolicyLossTest {
         assertTrue(topClipped >= 3, "the case has top-clipped tokens: " + topClipped);
     }
 
+    private static boolean hasSelectedTopClippedRow(PolicyLossConfig ppo, Case k, int rows, int vocab, double q) {
+        boolean[] valid = new boolean[rows];
+        for (int r = 0; r < rows; r++) valid[r] = k.mask[r] > 0;
+        float[] h = new float[rows];
+        TokenStats.forward(k.logits, rows, vocab, vocab, k.labels, 1f, valid, null, h, null);
+        float thr = PolicyLoss.aepoEntropyThreshold(q, h, k.mask);
+        PolicyLossReference.Out ref = reference(ppo, k, null, Double.NEGATIVE_INFINITY);
+        for (int r = 0; r < rows; r++) if (valid[r] && h[r] >= thr && ref.clippedTop[r] && !ref.clamped[r]) return true;
+        return false;
+    }
+
     private static int countTrue(boolean[] b) {
         int n = 0;
         for (boolean x : b) if (x) n++;
@@ -593,7 +604,14 @@ class PolicyLossTest {
         PolicyLossConfig ppo = PolicyLossConfig.builder().epsHigh(0.28).build();
         PolicyLossConfig aepoQ = ppo.toBuilder().clipMode(ClipMode.AEPO_STOP_GRADIENT).aepoTopEntropyFraction(0.3).build();
         int rows = 120, vocab = 211;
-        Case k = randomCase(rnd, ppo, rows, vocab, vocab);
+        // draw (same seed, same sequence) until a selected token is top-clipped, so the stop-gradient branch
+        // is exercised on a selected token; a single draw sometimes has none
+        Case k;
+        int draws = 0;
+        do {
+            k = randomCase(rnd, ppo, rows, vocab, vocab);
+            assertTrue(++draws <= 50, "no case with a selected top-clipped token in 50 draws");
+        } while (!hasSelectedTopClippedRow(ppo, k, rows, vocab, 0.3));
         float[] gq = new float[rows * vocab], gc = new float[rows * vocab], gp = new float[rows * vocab];
         // fused (threshold from an extra statistics pass) = composable (from its forward), bit for bit
         PolicyLossResult rq = PolicyLoss.forwardBackward(aepoQ, k.logits, rows, vocab, k.labels, k.old, k.adv, k.mask, null, null, gq);

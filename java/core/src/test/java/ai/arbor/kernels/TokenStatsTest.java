@@ -244,13 +244,14 @@ class TokenStatsTest {
         float[] x = Logits.random(rnd, rows, vocab, vocab, vocab, false);
         int[] labels = rnd.ints(rows, 0, vocab).toArray();
         ByteBuffer glp = Logits.direct(TokenStatsTest.filled(rows, 0.7f), DType.F32);
+        ByteBuffer gh = Logits.direct(TokenStatsTest.filled(rows, -2f), DType.F32);
         for (DType dt : new DType[] {DType.BF16, DType.F16}) {
             ByteBuffer src = Logits.direct(x, dt);
             LogitsView v = LogitsView.of(MemRef.of(src), dt, rows, vocab);
             ByteBuffer g32 = Logits.directFloats(rows * vocab), g16 = Logits.direct(new float[rows * vocab], dt);
-            TokenStats.backward(v, MemRef.of(Logits.direct(labels)), DType.I32, 1f, null, null, null, MemRef.of(glp), null,
+            TokenStats.backward(v, MemRef.of(Logits.direct(labels)), DType.I32, 0.5f, null, null, null, MemRef.of(glp), MemRef.of(gh),
                     MemRef.of(g32), DType.F32, vocab, 0);
-            TokenStats.backward(v, MemRef.of(Logits.direct(labels)), DType.I32, 1f, null, null, null, MemRef.of(glp), null,
+            TokenStats.backward(v, MemRef.of(Logits.direct(labels)), DType.I32, 0.5f, null, null, null, MemRef.of(glp), MemRef.of(gh),
                     MemRef.of(g16), dt, vocab, 0);
             float[] a = Logits.floats(g32, rows * vocab);
             float[] rounded = Logits.read(Logits.direct(a, dt), dt, rows * vocab);

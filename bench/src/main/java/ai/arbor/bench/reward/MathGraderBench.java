@@ -1,8 +1,8 @@
 package ai.arbor.bench.reward;
 
+import ai.arbor.reward.MathData;
 import ai.arbor.reward.MathGrader;
 import ai.arbor.reward.Verdict;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Mode;
@@ -15,15 +15,11 @@ import org.openjdk.jmh.infra.Blackhole;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 
 /**
  * Gradings per second of {@link MathGrader} without the symbolic fallback, over the 600 gold answers of
@@ -122,28 +118,10 @@ public class MathGraderBench {
     }
 
     static List<String> loadGolds() {
-        Path dir = dataDir();
-        ObjectMapper om = new ObjectMapper();
-        List<String> out = new ArrayList<>();
-        try (Stream<Path> s = Files.list(dir)) {
-            for (Path f : s.filter(p -> p.toString().endsWith(".jsonl")).sorted().toList()) {
-                for (String line : Files.readAllLines(f)) {
-                    if (!line.isBlank()) out.add(om.readTree(line).path("gt_answer").asText());
-                }
-            }
+        try {
+            return MathData.rows().stream().map(MathData.Row::gold).toList();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        return out;
-    }
-
-    static Path dataDir() {
-        String prop = System.getProperty("arbor.data.math");
-        if (prop != null && !prop.isBlank()) return Paths.get(prop);
-        for (Path p = Paths.get("").toAbsolutePath(); p != null; p = p.getParent()) {
-            Path c = p.resolve("data/math");
-            if (Files.isDirectory(c)) return c;
-        }
-        throw new IllegalStateException("math data not found: run below the repository (data/math) or set -Darbor.data.math=DIR");
     }
 }

@@ -279,8 +279,7 @@ public final class SandboxServer implements AutoCloseable {
         Double number(String name, double dflt) {
             JsonNode v = get(name);
             if (v == null) return dflt;
-            if (v.isNumber() && !v.isBigInteger()) return v.asDouble();
-            if (v.isBigInteger()) return v.asDouble();
+            if (v.isNumber()) return v.asDouble();
             if (v.isTextual()) {
                 try {
                     return Double.parseDouble(v.asText().trim());

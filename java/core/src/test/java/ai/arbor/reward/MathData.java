@@ -15,21 +15,23 @@ import java.util.stream.Stream;
 /**
  * The math benchmarks' rows (MATH-500, AIME 2024/2025, AMC 2023) from the repository's
  * {@code data/math/*.jsonl} (sources and licences: {@code data/README.md}), or from
- * {@code -Darbor.data.math=DIR}. Missing data fails the test that needs it.
+ * {@code -Darbor.data.math=DIR}. Missing data fails the test that needs it. The benchmarks read it here too
+ * (arbor-core's test jar).
  */
-final class MathData {
+public final class MathData {
     private MathData() {}
 
-    record Row(String source, int index, String problem, String gold) {
+    /** One row: file, index in the file, problem, reference answer. */
+    public record Row(String source, int index, String problem, String gold) {
     }
 
-    static Path dir() {
+    public static Path dir() {
         String prop = System.getProperty("arbor.data.math");
         return prop != null && !prop.isBlank() ? Paths.get(prop) : Repository.file("data/math");
     }
 
     /** All rows, in file order (files sorted by name); fails when the data is not there. */
-    static List<Row> rows() throws IOException {
+    public static List<Row> rows() throws IOException {
         Path d = dir();
         if (!Files.isDirectory(d)) throw new IllegalStateException("math data directory " + d + " does not exist");
         ObjectMapper om = new ObjectMapper();

@@ -2,7 +2,12 @@
 # Installs what Arbor needs from the OS on a fresh Debian/Ubuntu machine, once: a JDK 17 and Maven
 # (normally present), bubblewrap (the Python sandbox's jail) and Debian's python3 with numpy and sympy
 # (the interpreter the sandbox runs). Idempotent and quick when everything is there.
+#   scripts/setup.sh --test   also what only the tests need: Debian's python3-torch and python3-jinja2 (the
+#                             independent references the tests compare against), python3-requests
 set -euo pipefail
+
+test_deps=0
+[ "${1:-}" = "--test" ] && test_deps=1
 
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
@@ -15,6 +20,11 @@ if [ -x /usr/bin/python3 ]; then
   /usr/bin/python3 -c 'import sympy' >/dev/null 2>&1 || need+=(python3-sympy)
 else
   need+=(python3-numpy python3-sympy)
+fi
+if [ "$test_deps" -eq 1 ]; then
+  for m in torch:python3-torch jinja2:python3-jinja2 requests:python3-requests; do
+    /usr/bin/python3 -c "import ${m%%:*}" >/dev/null 2>&1 || need+=("${m#*:}")
+  done
 fi
 
 if [ ${#need[@]} -eq 0 ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's test command (CI runs it through .ci/run): OS prerequisites, then every module's build and
+# The README's test command (CI runs it through .ci/run): OS prerequisites (with the test-only ones), then every module's build and
 # tests, installed into the local Maven repository (CPU kernels and, where nvcc exists, CUDA kernels
 # compiled; CUDA tests skip with their reason where no GPU exists), then
 #   - the test-report check: a test module that ran no test, or a test skipped for anything but a missing
@@ -10,7 +10,7 @@
 # skips, and the embedding check still runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --test
 stamp=$(mktemp)
 trap 'rm -f "$stamp"' EXIT
 t0=$SECONDS

@@ -29,12 +29,16 @@ struct PlCase {
     bool masked, i64;
 };
 
+// The cases' clip codes: the ABI's ARBOR_CLIP_* (AEPO with dual clip, as the released AEPO runs),
+// and kPpoDual = PPO with dual clip (the code the ABI leaves free).
+constexpr int kPpoDual = 1;
+
 arbor_policy_loss_config make_cfg(const PlCase& k) {
     arbor_policy_loss_config c;
-    c.clip_mode = k.clip;
+    c.clip_mode = k.clip == kPpoDual ? ARBOR_CLIP_PPO : k.clip;
     c.eps_low = 0.2f;
     c.eps_high = 0.28f;
-    c.dual_clip_c = 3.0f;
+    c.dual_clip_c = k.clip == kPpoDual || k.clip == ARBOR_CLIP_AEPO ? 3.0f : 0.0f;
     c.aepo_entropy_threshold = -INFINITY;
     c.kl_type = k.kl;
     c.kl_coef = 0.3f;
@@ -44,7 +48,8 @@ arbor_policy_loss_config make_cfg(const PlCase& k) {
 }
 
 bool near_kink(double d, double lo, double hi, double lc) {
-    return fabs(d - lo) < 0.01 || fabs(d - hi) < 0.01 || fabs(d - lc) < 0.01 || fabs(fabs(d) - 20.0) < 0.01;
+    return fabs(d - lo) < 0.01 || fabs(d - hi) < 0.01 || fabs(d - lc) < 0.01 || fabs(fabs(d) - 20.0) < 0.01 ||
+           fabs(d - 10.0) < 0.01;  // GSPO's clamp
 }
 
 // Everything one case needs on the host.
@@ -101,7 +106,7 @@ PlInputs make_inputs(std::mt19937_64& rng, const PlCase& k, const arbor_policy_l
     std::vector<double> lp(n), h(n);
     arbor_ref_token_stats_fwd(in.seen.data(), n, k.vocab, k.stride, k.limit, in.labels64.data(), k.temperature,
                               valid.data(), lp.data(), h.data(), nullptr);
-    const double lo = log(1.0 - c.eps_low), hi = log(1.0 + c.eps_high), lc = log(c.dual_clip_c);
+    const double lo = log(1.0 - c.eps_low), hi = log(1.0 + c.eps_high), lc = c.dual_clip_c > 0 ? log(c.dual_clip_c) : 1e9;
     in.old.resize(n);
     in.adv.resize(n);
     in.ref.resize(n);
@@ -174,7 +179,10 @@ int stats_bwd(int dtype, const void* x, const PlCase& k, const void* labels, con
                                           k.temperature, vmask, lse, h, glp, gh, g, ARBOR_F32, k.stride, nullptr);
 }
 
-const char* clip_name(int c) { return c == ARBOR_CLIP_PPO ? "ppo" : c == ARBOR_CLIP_DUAL ? "dual" : "aepo"; }
+const char* clip_name(int c) {
+    return c == ARBOR_CLIP_PPO ? "ppo" : c == kPpoDual ? "ppo+dual" : c == ARBOR_CLIP_AEPO ? "aepo+dual"
+           : c == ARBOR_CLIP_CISPO ? "cispo" : "gspo";
+}
 const char* agg_name(int a) {
     return a == ARBOR_AGG_TOKEN_MEAN ? "token-mean" : a == ARBOR_AGG_SEQ_MEAN_TOKEN_SUM ? "seq-sum"
            : a == ARBOR_AGG_SEQ_MEAN_TOKEN_MEAN ? "seq-mean" : "seq-sum-norm";
@@ -433,7 +441,7 @@ void time_reference_shapes(Ctx& ctx) {
 void check_policy_loss(Ctx& c) {
     printf("policy loss: correctness vs the double reference\n");
     // every clip mode x KL type x aggregation at a small shape, then larger / odd shapes
-    for (int clip = 0; clip < 3; ++clip)
+    for (int clip = 0; clip < 5; ++clip)
         for (int kl = 0; kl < 4; ++kl)
             for (int agg = 0; agg < 4; ++agg) {
                 PlCase k{37, 517, 520, 509, clip, kl, agg, (clip + kl) % 2 ? 0.7f : 1.0f, agg % 2 ? 0.01f : 0.0f,
@@ -442,9 +450,11 @@ void check_policy_loss(Ctx& c) {
             }
     const PlCase bigger[] = {
         {1, 1, 1, 1, ARBOR_CLIP_PPO, ARBOR_KL_NONE, ARBOR_AGG_TOKEN_MEAN, 1.0f, 0.0f, false, false},
-        {257, 4099, 4100, 4099, ARBOR_CLIP_DUAL, ARBOR_KL_K3, ARBOR_AGG_SEQ_MEAN_TOKEN_MEAN, 1.0f, 0.01f, true, true},
+        {257, 4099, 4100, 4099, kPpoDual, ARBOR_KL_K3, ARBOR_AGG_SEQ_MEAN_TOKEN_MEAN, 1.0f, 0.01f, true, true},
         {9, 32000, 32008, 32000, ARBOR_CLIP_AEPO, ARBOR_KL_K1, ARBOR_AGG_TOKEN_MEAN, 0.7f, 0.0f, true, false},
         {4, 151936, 151936, 151929, ARBOR_CLIP_PPO, ARBOR_KL_K2, ARBOR_AGG_SEQ_MEAN_TOKEN_SUM_NORM, 1.0f, 0.01f, true, true},
+        {33, 4099, 4099, 4090, ARBOR_CLIP_CISPO, ARBOR_KL_K3, ARBOR_AGG_TOKEN_MEAN, 0.6f, 0.001f, true, false},
+        {33, 4099, 4099, 4090, ARBOR_CLIP_GSPO, ARBOR_KL_NONE, ARBOR_AGG_SEQ_MEAN_TOKEN_MEAN, 1.0f, 0.0f, true, true},
     };
     for (int dtype : {ARBOR_F32, ARBOR_BF16, ARBOR_F16})
         for (const PlCase& k : bigger) check_case(c, k, dtype);

@@ -32,28 +32,45 @@ ARBOR_PL_HD inline float clampf(float x, float lo, float hi) { return x < lo ? l
 
 // One valid token (m > 0). lp, H: its logprob and entropy (H may be NaN when not available);
 // ref: reference logprob (ignored for KL NONE); sel: the value the AEPO selection compares.
+// For GSPO, old is the per-sequence pre-pass's anchor sg(lp) - mean_seq δ, so lp - old is the
+// sequence's mean log-ratio in value and has gradient 1 w.r.t. this token's lp (verl's token form).
 ARBOR_PL_HD ARBOR_PL_NOINLINE inline void token_loss(const arbor_policy_loss_config& c, float lp, float H,
                                                      float old, float A, float m, float w, float ref, float sel,
                                                      Token& t) {
-    // δ = clamp(lp - old, ±20); the clamp passes the gradient at its bounds, blocks it outside.
+    // δ = clamp(lp - old, ±20) (GSPO: min(lp - old, 10), verl's clamp of the sequence log-ratio);
+    // the clamp passes the gradient at its bounds, blocks it outside.
+    const bool gspo = c.clip_mode == ARBOR_CLIP_GSPO;
     const float d_raw = lp - old;
-    const bool d_out = d_raw < -20.0f || d_raw > 20.0f;
-    const float d = clampf(d_raw, -20.0f, 20.0f);
+    const bool d_out = gspo ? d_raw > 10.0f : (d_raw < -20.0f || d_raw > 20.0f);
+    const float d = gspo ? (d_raw > 10.0f ? 10.0f : d_raw) : clampf(d_raw, -20.0f, 20.0f);
     const float r = expf(d);
     const float dr = d_out ? 0.0f : r;  // ∂r/∂lp
     const float lo = 1.0f - c.eps_low, hi = 1.0f + c.eps_high;
-    // PPO clip: ℓ = max(-A r, -A clip(r, lo, hi)); its gradient is -A ∂r where the unclipped branch
-    // is active and 0 where r lies strictly outside [lo, hi] on the side A makes active.
-    const float l1 = -A * r, l2 = -A * clampf(r, lo, hi);
-    float l = l1 >= l2 ? l1 : l2;
-    const bool clip_hi = A > 0.0f && r > hi;
-    const bool clip_lo = A < 0.0f && r < lo;
-    float g = (clip_hi || clip_lo) ? 0.0f : -A * dr;
-    // AEPO: the upper clip value hi·r/sg(r) keeps ℓ but has gradient -A·hi·∂lp (∂(r/sg r)/∂lp = 1).
-    if (c.clip_mode == ARBOR_CLIP_AEPO && clip_hi && !(sel < c.aepo_entropy_threshold)) g = d_out ? 0.0f : -A * hi;
-    // Dual clip (A < 0): ℓ = min(ℓ, -A c); where the cap is active the gradient is 0.
+    float l, g;
+    bool clip_hi, clip_lo;
+    if (c.clip_mode == ARBOR_CLIP_CISPO) {
+        // CISPO: ℓ = -sg(clip(r, lo, hi))·A·lp; every token keeps the gradient -clip(r)·A.
+        const float cr = clampf(r, lo, hi);
+        l = -cr * A * lp;
+        g = -cr * A;
+        clip_hi = r > hi;
+        clip_lo = r < lo;
+    } else {
+        // PPO clip (GSPO: on the sequence ratio): ℓ = max(-A r, -A clip(r, lo, hi)); its gradient is
+        // -A ∂r where the unclipped branch is active and 0 where r lies strictly outside [lo, hi] on
+        // the side A makes active.
+        const float l1 = -A * r, l2 = -A * clampf(r, lo, hi);
+        l = l1 >= l2 ? l1 : l2;
+        clip_hi = A > 0.0f && r > hi;
+        clip_lo = A < 0.0f && r < lo;
+        g = (clip_hi || clip_lo) ? 0.0f : -A * dr;
+        // AEPO: the upper clip value hi·r/sg(r) keeps ℓ but has gradient -A·hi·∂lp (∂(r/sg r)/∂lp = 1).
+        if (c.clip_mode == ARBOR_CLIP_AEPO && clip_hi && !(sel < c.aepo_entropy_threshold)) g = d_out ? 0.0f : -A * hi;
+    }
+    // Dual clip (verl compute_policy_loss_vanilla; PPO and AEPO, dual_clip_c > 0), A < 0:
+    // ℓ = min(ℓ, -A c); where the cap is active the gradient is 0. Independent of AEPO's top side.
     bool dual = false;
-    if (c.clip_mode == ARBOR_CLIP_DUAL && A < 0.0f) {
+    if (c.dual_clip_c > 0.0f && A < 0.0f) {
         const float l3 = -A * c.dual_clip_c;
         if (l > l3) {
             l = l3;
@@ -163,11 +180,15 @@ ARBOR_PL_HD inline float weight(int agg_mode, float m, double norm, unsigned lon
 
 ARBOR_PL_HD inline bool bad_config(const arbor_policy_loss_config* c) {
     if (c == nullptr) return true;
-    if (c->clip_mode < ARBOR_CLIP_PPO || c->clip_mode > ARBOR_CLIP_AEPO) return true;
+    if (c->clip_mode != ARBOR_CLIP_PPO && c->clip_mode != ARBOR_CLIP_AEPO && c->clip_mode != ARBOR_CLIP_CISPO &&
+        c->clip_mode != ARBOR_CLIP_GSPO)
+        return true;
     if (c->kl_type < ARBOR_KL_NONE || c->kl_type > ARBOR_KL_K3) return true;
     if (!(c->eps_low >= 0.0f && c->eps_low <= 1.0f)) return true;
     if (!(c->eps_high >= 0.0f) || isinf(c->eps_high)) return true;
-    if (c->clip_mode == ARBOR_CLIP_DUAL && (!(c->dual_clip_c > 1.0f) || isinf(c->dual_clip_c))) return true;
+    // dual clip: 0 = off, else c > 1 finite; only PPO and AEPO have it (as in verl)
+    if (c->dual_clip_c != 0.0f && (!(c->dual_clip_c > 1.0f) || isinf(c->dual_clip_c))) return true;
+    if (c->dual_clip_c != 0.0f && (c->clip_mode == ARBOR_CLIP_CISPO || c->clip_mode == ARBOR_CLIP_GSPO)) return true;
     if (isnan(c->aepo_entropy_threshold)) return true;
     if (!(c->kl_coef >= 0.0f) || isinf(c->kl_coef)) return true;
     if (!isfinite(c->entropy_coef)) return true;

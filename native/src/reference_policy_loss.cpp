@@ -62,21 +62,35 @@ extern "C" void arbor_ref_policy_loss(const arbor_policy_loss_config* cfg, int a
         const double m = mask[r], A = advantages[r];
         double w = m / norm;
         if (agg_mode == ARBOR_AGG_SEQ_MEAN_TOKEN_MEAN) w = m / (norm * seq_len[seq_ids[r]]);
-        // ratio, with the log-ratio clamped to ±20 (gradient passes inside and at the bounds)
+        // ratio, with the log-ratio clamped to ±20 (gradient passes inside and at the bounds); GSPO:
+        // old is the sequence anchor, the log-ratio clamped to <= 10 only (verl compute_policy_loss_gspo)
+        const bool gspo = c.clip_mode == ARBOR_CLIP_GSPO;
         const double d_raw = lp[r] - old_logprob[r];
-        const bool d_in = d_raw >= -20.0 && d_raw <= 20.0;
-        const double d = clampd(d_raw, -20.0, 20.0);
+        const bool d_in = gspo ? d_raw <= 10.0 : (d_raw >= -20.0 && d_raw <= 20.0);
+        const double d = gspo ? fmin(d_raw, 10.0) : clampd(d_raw, -20.0, 20.0);
         const double ratio = exp(d);
-        // clipped surrogate
-        double loss = fmax(-A * ratio, -A * clampd(ratio, lo, hi));
-        const bool top = A > 0 && ratio > hi, bottom = A < 0 && ratio < lo;
-        double dloss = (top || bottom || !d_in) ? 0.0 : -A * ratio;
-        if (c.clip_mode == ARBOR_CLIP_AEPO && top) {
-            const double sel = select_entropy ? select_entropy[r] : H[r];
-            if (sel >= (double)c.aepo_entropy_threshold) dloss = d_in ? -A * hi : 0.0;
+        double loss, dloss;
+        bool top, bottom;
+        if (c.clip_mode == ARBOR_CLIP_CISPO) {
+            // -sg(clip(ratio)) * A * logprob (verl compute_policy_loss_cispo)
+            const double cr = clampd(ratio, lo, hi);
+            loss = -cr * A * lp[r];
+            dloss = -cr * A;
+            top = ratio > hi;
+            bottom = ratio < lo;
+        } else {
+            // clipped surrogate
+            loss = fmax(-A * ratio, -A * clampd(ratio, lo, hi));
+            top = A > 0 && ratio > hi;
+            bottom = A < 0 && ratio < lo;
+            dloss = (top || bottom || !d_in) ? 0.0 : -A * ratio;
+            if (c.clip_mode == ARBOR_CLIP_AEPO && top) {
+                const double sel = select_entropy ? select_entropy[r] : H[r];
+                if (sel >= (double)c.aepo_entropy_threshold) dloss = d_in ? -A * hi : 0.0;
+            }
         }
         bool dual = false;
-        if (c.clip_mode == ARBOR_CLIP_DUAL && A < 0 && loss > -A * (double)c.dual_clip_c) {
+        if (c.dual_clip_c > 0.0f && A < 0 && loss > -A * (double)c.dual_clip_c) {
             loss = -A * (double)c.dual_clip_c;
             dloss = 0.0;
             dual = true;

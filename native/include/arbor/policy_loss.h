@@ -8,10 +8,17 @@
  * w = aggregation weight, A = advantage:
  *   δ = clamp(lp − old_lp, −20, 20),  r = e^δ,  lo = 1 − eps_low,  hi = 1 + eps_high
  *   PPO:        ℓ = max(−A r, −A clip(r, lo, hi))
- *   DUAL_CLIP:  ℓ = min(ℓ_PPO, −A c) where A < 0 (c = dual_clip_c > 1); ℓ_PPO where A >= 0
  *   AEPO:       ℓ_PPO with the upper clip value hi·r/sg(r): same value; where A > 0 and r > hi
  *               and the token is selected (entropy >= aepo_entropy_threshold; -INFINITY selects
  *               every token) the gradient is −A·hi·∂lp instead of 0
+ *   dual clip:  (PPO, AEPO; dual_clip_c = c > 1, 0 = off) ℓ = min(ℓ, −A c) where A < 0, gradient 0
+ *               where the cap is active (verl compute_policy_loss_vanilla)
+ *   CISPO:      ℓ = −sg(clip(r, lo, hi))·A·lp: gradient −clip(r)·A on every token (verl
+ *               compute_policy_loss_cispo); "clipped" counts r > hi and r < lo whatever A's sign
+ *   GSPO:       ℓ_PPO on the ratio e^δ with δ = min(lp − old, 10) (no lower clamp; gradient blocked
+ *               above 10): old_logprob must be the per-sequence anchor sg(lp_t) − mean_{t∈i}(lp − old)
+ *               of the sequence i of t (verl compute_policy_loss_gspo, token form; the Java API's
+ *               PolicyLoss.gspoAnchor computes it)
  *   KL (κ = ref − lp): K1 = −κ;  K2 = κ²/2;  K3 = clamp(e^{κc} − κc − 1, −10, 10), κc = clamp(κ, ±20)
  *   loss = Σ_t w_t (ℓ_t + kl_coef·KL_t − entropy_coef·H_t)
  * Gradients follow torch's conventions at the clamps: a clamp passes the gradient at its bounds and
@@ -54,8 +61,10 @@ extern "C" {
 
 /* clip_mode */
 #define ARBOR_CLIP_PPO 0
-#define ARBOR_CLIP_DUAL 1
+/* 1 was the dual-clip mode; dual clip is now dual_clip_c > 0 with PPO or AEPO */
 #define ARBOR_CLIP_AEPO 2
+#define ARBOR_CLIP_CISPO 3
+#define ARBOR_CLIP_GSPO 4
 /* kl_type */
 #define ARBOR_KL_NONE 0
 #define ARBOR_KL_K1 1
@@ -72,7 +81,7 @@ typedef struct arbor_policy_loss_config {
     int clip_mode;                /* ARBOR_CLIP_* */
     float eps_low;                /* in [0, 1]: lower clip 1 - eps_low */
     float eps_high;               /* >= 0, finite: upper clip 1 + eps_high */
-    float dual_clip_c;            /* > 1, finite; read by ARBOR_CLIP_DUAL only */
+    float dual_clip_c;            /* dual clip c > 1 finite (PPO, AEPO), or 0 = off (required for CISPO, GSPO) */
     float aepo_entropy_threshold; /* ARBOR_CLIP_AEPO: tokens with entropy >= this get the stop-gradient
                                      clip; -INFINITY = every token (released code); not NaN */
     int kl_type;                  /* ARBOR_KL_*; ref_logprob must be given unless NONE */
@@ -86,9 +95,9 @@ typedef struct arbor_policy_loss_config {
 #define ARBOR_PL_S_KL 1        /* Σ w KL  (0 for KL NONE)                 = kl loss (unscaled) */
 #define ARBOR_PL_S_ENT 2       /* Σ w H                                   = aggregated entropy */
 #define ARBOR_PL_S_MASK 3      /* Σ m                                     = valid tokens       */
-#define ARBOR_PL_S_CLIP_HI 4   /* Σ m·1[A > 0, r > hi]                                         */
-#define ARBOR_PL_S_CLIP_LO 5   /* Σ m·1[A < 0, r < lo]                                         */
-#define ARBOR_PL_S_DUAL 6      /* Σ m·1[dual clip active]  (DUAL only)                         */
+#define ARBOR_PL_S_CLIP_HI 4   /* Σ m·1[A > 0, r > hi]  (CISPO: Σ m·1[r > hi])                  */
+#define ARBOR_PL_S_CLIP_LO 5   /* Σ m·1[A < 0, r < lo]  (CISPO: Σ m·1[r < lo])                  */
+#define ARBOR_PL_S_DUAL 6      /* Σ m·1[dual clip active]  (dual_clip_c > 0 only)              */
 #define ARBOR_PL_S_NEG_DELTA 7 /* Σ m·(−δ)                                  approx KL = S/S_MASK */
 #define ARBOR_PL_S_ENT_MASK 8  /* Σ m H                                     entropy mean        */
 #define ARBOR_PL_NUM_SUMS 9

@@ -94,11 +94,17 @@ public final class PolicyLoss {
             }
             thr = aepoEntropyThreshold(cfg.aepoTopEntropyFraction(), sel, mask);
         }
+        Anchored an = new Anchored(oldLogprob, advantages);
+        if (cfg.clipMode().isGspo()) {  // the per-sequence pre-pass needs the log-probs: one statistics pass
+            float[] lp0 = new float[rows];
+            TokenStats.forward(logits, rows, vocab, vocabLimit, labels, (float) cfg.temperature(), p.rowMask, lp0, null, null);
+            an = Anchored.of(cfg, lp0, oldLogprob, advantages, mask, seqIds);
+        }
         double[] sums = new double[PolicyLossResult.NUM_SUMS];
         int rc;
         try (ArborCpu.PolicyLossParams params = cfg.params(thr)) {
             rc = ArborCpu.arbor_cpu_policy_loss_fused_f32(params, logits, rows, vocab, vocab, vocabLimit, labels,
-                    ArborCpu.I32, oldLogprob, advantages, mask, p.weights, refLogprob(cfg, refLogprob),
+                    ArborCpu.I32, an.old(), an.adv(), mask, p.weights, refLogprob(cfg, refLogprob),
                     cfg.selectsByEntropy() ? sel : null, null, null, null, null, gradLogitsOut, ArborCpu.F32, vocab,
                     sums, 0L, 0L, Kernels.threads());
         }
@@ -126,7 +132,8 @@ public final class PolicyLoss {
         double[] sums = new double[PolicyLossResult.NUM_SUMS];
         int rc;
         try (ArborCpu.PolicyLossParams params = cfg.params(thr)) {
-            rc = ArborCpu.arbor_cpu_policy_loss(params, rows, lp, h, oldLogprob, advantages, mask, p.weights,
+            Anchored an = Anchored.of(cfg, lp, oldLogprob, advantages, mask, seqIds);
+            rc = ArborCpu.arbor_cpu_policy_loss(params, rows, lp, h, an.old(), an.adv(), mask, p.weights,
                     refLogprob(cfg, refLogprob), null, glp, gh, sums, 0L, 0L, Kernels.threads());
         }
         Kernels.check(rc, "policy loss");
@@ -180,12 +187,78 @@ public final class PolicyLoss {
         double[] sums = new double[PolicyLossResult.NUM_SUMS];
         int rc;
         try (ArborCpu.PolicyLossParams params = cfg.params(thr)) {
-            rc = ArborCpu.arbor_cpu_policy_loss(params, rows, logprob, entropy, oldLogprob, advantages, mask, weights,
+            Anchored an = Anchored.of(cfg, logprob, oldLogprob, advantages, mask, seqIds);
+            rc = ArborCpu.arbor_cpu_policy_loss(params, rows, logprob, entropy, an.old(), an.adv(), mask, weights,
                     refLogprob(cfg, refLogprob), cfg.selectsByEntropy() ? sel : null, gradLogprobOut, gradEntropyOut,
                     sums, 0L, 0L, Kernels.threads());
         }
         Kernels.check(rc, "policy loss");
         return PolicyLossResult.fromSums(cfg, sums, counts[PolicyLossResult.C_NORMALIZER], thr);
+    }
+
+    /**
+     * GSPO's per-sequence pre-pass (docs/algorithms.md §8; verl {@code compute_policy_loss_gspo}): for each
+     * valid row t of sequence i, {@code oldOut[t] = logprob[t] − mean_i}, mean_i = Σ_{u∈i} m_u·(lp_u − old_u)
+     * / max(Σ_{u∈i} m_u, 1) (unclamped δ, verl's {@code clamp(min=1)} of the length), so that the kernel's
+     * lp − old is the sequence's mean log-ratio in value with gradient 1 w.r.t. the token's own log-prob
+     * (the token form s_{i,t} = sg(s_i)·π/sg(π)). For {@link ClipMode#GSPO_SEQUENCE} also
+     * {@code advOut[t] = Σ_{u∈i} m_u A_u / Σ_{u∈i} m_u} (the sequence's advantage); for the token form
+     * {@code advOut} gets the advantages unchanged. Masked rows are copied unchanged (not read by the
+     * kernels). Sums in double.
+     *
+     * @param logprob the current policy's log-probs (of the same logits the kernel then reads)
+     * @param seqIds  row → sequence index in [0, rows) on every valid row
+     */
+    public static void gspoAnchor(ClipMode mode, float[] logprob, float[] oldLogprob, float[] advantages, float[] mask,
+                                  int[] seqIds, float[] oldOut, float[] advOut) {
+        Check.notNull("mode", mode);
+        if (!mode.isGspo()) throw new IllegalArgumentException("gspoAnchor is GSPO's pre-pass, not " + mode + "'s");
+        Check.notNull("logprob", logprob);
+        int rows = logprob.length;
+        for (Object[] a : new Object[][] {{"oldLogprob", oldLogprob}, {"advantages", advantages}, {"mask", mask},
+                {"oldOut", oldOut}, {"advOut", advOut}})
+            Check.length((String) a[0], (float[]) a[1], rows);
+        Check.notNull("seqIds (GSPO averages over sequences)", seqIds);
+        Check.length("seqIds", seqIds, rows);
+        double[] sd = new double[rows], sm = new double[rows], sa = new double[rows];
+        for (int r = 0; r < rows; r++) {
+            float m = mask[r];
+            if (!(m > 0)) continue;
+            int id = seqIds[r];
+            if (id < 0 || id >= rows)
+                throw new IllegalArgumentException("seqIds[" + r + "] = " + id + " on a valid row is outside [0, rows = " + rows + ")");
+            sd[id] += (double) m * ((double) logprob[r] - oldLogprob[r]);
+            sm[id] += m;
+            sa[id] += (double) m * advantages[r];
+        }
+        boolean seqForm = mode == ClipMode.GSPO_SEQUENCE;
+        for (int r = 0; r < rows; r++) {
+            if (!(mask[r] > 0)) {
+                oldOut[r] = oldLogprob[r];
+                advOut[r] = advantages[r];
+                continue;
+            }
+            int id = seqIds[r];
+            oldOut[r] = (float) (logprob[r] - sd[id] / Math.max(sm[id], 1.0));
+            advOut[r] = seqForm ? (float) (sa[id] / sm[id]) : advantages[r];
+        }
+    }
+
+    /** GSPO's inputs after the pre-pass (old anchors and, for the sequence form, sequence advantages). */
+    private record Anchored(float[] old, float[] adv) {
+        static Anchored of(PolicyLossConfig cfg, float[] lp, float[] old, float[] adv, float[] mask, int[] seqIds) {
+            if (!cfg.clipMode().isGspo()) return new Anchored(old, adv);
+            float[] o = new float[lp.length], a = new float[lp.length];
+            gspoAnchor(cfg.clipMode(), lp, old, adv, mask, seqIds, o, a);
+            return new Anchored(o, a);
+        }
+    }
+
+    /** The memory forms do not run GSPO's pre-pass (it needs the log-probs on the host). */
+    private static void noGspoInMemory(PolicyLossConfig cfg) {
+        if (cfg.clipMode().isGspo())
+            throw new IllegalArgumentException(cfg.clipMode() + " through memory: compute the anchors with gspoAnchor and "
+                    + "call the stages (forwardBackwardAsync / lossAsync) with them, or use the array forms or TorchPolicyLoss");
     }
 
     /**
@@ -291,6 +364,7 @@ public final class PolicyLoss {
         Check.notNull("logits", logits);
         Check.notNull("in", in);
         Check.live("logits", logits.data());
+        noGspoInMemory(cfg);
         long rows = logits.rows();
         Device dev = logits.device();
         long ns = cfg.agg().needsSequences() ? in.numSeqs() : 0;
@@ -330,6 +404,7 @@ public final class PolicyLoss {
         Check.notNull("in", in);
         Check.notNull("logprob", logprob);
         Check.nonNegative("rows", rows);
+        noGspoInMemory(cfg);
         Device dev = logprob.device();
         long ns = cfg.agg().needsSequences() ? in.numSeqs() : 0;
         checkNumSeqs(cfg, rows, ns);  // before the workspace is sized by it

@@ -11,15 +11,18 @@ import ai.arbor.bindings.ArborCpu;
  * </pre>
  * with ℓ_clip from {@link ClipMode} and KL from {@link KlType} (not added when {@code NONE}).
  *
- * <p>Defaults ({@link #defaults()}): PPO clip ε_low = ε_high = 0.2, dual-clip c = 3 (used by
- * {@code DUAL_CLIP}), AEPO on every token, no KL (β = 0.001 when a KL type is chosen, verl's
+ * <p>Defaults ({@link #defaults()}): PPO clip ε_low = ε_high = 0.2, no dual clip (c = 0; verl's
+ * {@code compute_policy_loss_vanilla} always applies c = 3, and every recipe of docs/algorithms.md §6
+ * sets it: {@link #vanilla()}), AEPO on every token, no KL (β = 0.001 when a KL type is chosen, verl's
  * {@code kl_loss_coef}), no entropy bonus, token-mean, normalizer from the batch, temperature 1.
- * Recipes of docs/algorithms.md §6: {@link #grpoTcr()}, {@link #treeGrpo()}, {@link #aepo()}.
+ * Recipes of docs/algorithms.md §6: {@link #vanilla()}, {@link #grpoTcr()}, {@link #treeGrpo()},
+ * {@link #aepo()}; estimators of §8: {@link #cispo()}, {@link #gspo()}.
  *
  * @param clipMode               the surrogate
  * @param epsLow                 lower clip ε_low ∈ [0, 1] (bound 1 − ε_low)
  * @param epsHigh                upper clip ε_high ≥ 0 (bound 1 + ε_high; clip-higher: &gt; ε_low)
- * @param dualClipC              c &gt; 1 of {@link ClipMode#DUAL_CLIP}
+ * @param dualClipC              dual clip c &gt; 1 (for A &lt; 0, ℓ = min(ℓ, −A·c); {@link ClipMode#PPO} and
+ *                               {@link ClipMode#AEPO_STOP_GRADIENT} only), or 0 = off
  * @param aepoTopEntropyFraction q ∈ (0, 1] of {@link ClipMode#AEPO_STOP_GRADIENT}: the stop-gradient
  *                               clip applies to the ⌈q·N_valid⌉ valid tokens of highest entropy (ties
  *                               at the threshold included); 1 = every token (the released code)
@@ -42,13 +45,18 @@ public record PolicyLossConfig(ClipMode clipMode, double epsLow, double epsHigh,
         if (!(epsLow >= 0 && epsLow <= 1)) throw new IllegalArgumentException("epsLow must be in [0, 1], got " + epsLow);
         if (!(epsHigh >= 0) || Double.isInfinite(epsHigh))
             throw new IllegalArgumentException("epsHigh must be finite and >= 0, got " + epsHigh);
-        if (!(dualClipC > 1) || Double.isInfinite(dualClipC))
-            throw new IllegalArgumentException("dualClipC must be finite and > 1, got " + dualClipC);
+        if (dualClipC != 0 && (!(dualClipC > 1) || Double.isInfinite(dualClipC)))
+            throw new IllegalArgumentException("dualClipC must be 0 (off) or finite and > 1, got " + dualClipC);
+        if (dualClipC != 0 && !clipMode.allowsDualClip())
+            throw new IllegalArgumentException("dual clip (dualClipC " + dualClipC + ") applies to PPO and AEPO only, not "
+                    + clipMode + "; set dualClipC(0)");
         if (!(aepoTopEntropyFraction > 0 && aepoTopEntropyFraction <= 1))
             throw new IllegalArgumentException("aepoTopEntropyFraction must be in (0, 1], got " + aepoTopEntropyFraction);
         if (!(klCoef >= 0) || Double.isInfinite(klCoef))
             throw new IllegalArgumentException("klCoef must be finite and >= 0, got " + klCoef);
         Check.finite("entropyCoef", entropyCoef);
+        if (clipMode.isGspo() && agg != LossAgg.SEQ_MEAN_TOKEN_MEAN)  // verl's compute_policy_loss_gspo forces it
+            throw new IllegalArgumentException(clipMode + " aggregates seq-mean-token-mean (as verl), got " + agg);
         if (!(aggNormalizer >= 0) || Double.isInfinite(aggNormalizer))
             throw new IllegalArgumentException("aggNormalizer must be finite and >= 0 (0 = from the batch), got " + aggNormalizer);
         Check.finitePositive("temperature", temperature);
@@ -59,19 +67,34 @@ public record PolicyLossConfig(ClipMode clipMode, double epsLow, double epsHigh,
         return builder().build();
     }
 
-    /** GRPO-TCR (docs/algorithms.md §6): token-mean, clip-higher 0.2 / 0.28, no KL. */
+    /** verl's {@code compute_policy_loss_vanilla} (docs/algorithms.md §6): PPO clip 0.2 with dual clip c = 3, token-mean. */
+    public static PolicyLossConfig vanilla() {
+        return builder().dualClipC(3).build();
+    }
+
+    /** GRPO-TCR (docs/algorithms.md §6): token-mean, clip-higher 0.2 / 0.28, dual clip c = 10 (its release), no KL. */
     public static PolicyLossConfig grpoTcr() {
-        return builder().epsHigh(0.28).build();
+        return builder().epsHigh(0.28).dualClipC(10).build();
     }
 
-    /** Tree-GRPO (docs/algorithms.md §6): dual-clip c = 3, KL k3 with β = 0.001. */
+    /** Tree-GRPO (docs/algorithms.md §6): PPO 0.2 with dual clip c = 3, KL k3 with β = 0.001. */
     public static PolicyLossConfig treeGrpo() {
-        return builder().clipMode(ClipMode.DUAL_CLIP).klType(KlType.K3).klCoef(0.001).build();
+        return builder().dualClipC(3).klType(KlType.K3).klCoef(0.001).build();
     }
 
-    /** AEPO (docs/algorithms.md §6): the stop-gradient clip on every token, as in the released code. */
+    /** AEPO (docs/algorithms.md §6): the stop-gradient clip on every token with dual clip c = 3, as in the released code. */
     public static PolicyLossConfig aepo() {
-        return builder().clipMode(ClipMode.AEPO_STOP_GRADIENT).build();
+        return builder().clipMode(ClipMode.AEPO_STOP_GRADIENT).dualClipC(3).build();
+    }
+
+    /** CISPO as in verl's example (docs/algorithms.md §8): ε_low = 1 (no lower bound), ε_high = 0.2, token-mean. */
+    public static PolicyLossConfig cispo() {
+        return builder().clipMode(ClipMode.CISPO).epsLow(1).epsHigh(0.2).build();
+    }
+
+    /** GSPO, token form, as in verl's examples (docs/algorithms.md §8): ε 3e-4 / 4e-4, seq-mean-token-mean. */
+    public static PolicyLossConfig gspo() {
+        return builder().clipMode(ClipMode.GSPO_TOKEN).epsLow(3e-4).epsHigh(4e-4).agg(LossAgg.SEQ_MEAN_TOKEN_MEAN).build();
     }
 
     public static Builder builder() {
@@ -105,7 +128,7 @@ public record PolicyLossConfig(ClipMode clipMode, double epsLow, double epsHigh,
     /** Builder with the defaults of {@link PolicyLossConfig}. */
     public static final class Builder {
         private ClipMode clipMode = ClipMode.PPO;
-        private double epsLow = 0.2, epsHigh = 0.2, dualClipC = 3.0, aepoTopEntropyFraction = 1.0;
+        private double epsLow = 0.2, epsHigh = 0.2, dualClipC = 0.0, aepoTopEntropyFraction = 1.0;
         private KlType klType = KlType.NONE;
         private double klCoef = 0.001, entropyCoef = 0.0;
         private LossAgg agg = LossAgg.TOKEN_MEAN;

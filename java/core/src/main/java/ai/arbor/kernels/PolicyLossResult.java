@@ -14,7 +14,7 @@ package ai.arbor.kernels;
  *                      ones whose gradient the stop-gradient clip keeps, when selected)
  * @param clipFracLow   Σ m·1[A &lt; 0 and r &lt; 1 − ε_low] / Σ m. clipFracHigh + clipFracLow is verl's
  *                      {@code pg_clipfrac}
- * @param dualClipFrac  Σ m·1[A &lt; 0 and ℓ_PPO &gt; −A·c] / Σ m (DUAL_CLIP only; verl's
+ * @param dualClipFrac  Σ m·1[A &lt; 0 and ℓ_PPO &gt; −A·c] / Σ m (dual clip on only; verl's
  *                      {@code pg_clipfrac_lower})
  * @param approxKl      Σ m·(−δ) / Σ m, δ = clamp(logprob − old, ±20) (verl's {@code ppo_kl})
  * @param tokens        Σ m over the call's rows

@@ -88,26 +88,65 @@ public final class PolicyLossReference {
         o.clippedTop = new boolean[rows];
         o.clamped = new boolean[rows];
         double sm = 0, shi = 0, slo = 0, sdual = 0, snd = 0, shm = 0;
+        // GSPO (verl compute_policy_loss_gspo): per sequence, mean δ = Σ m (lp − old) / max(Σ m, 1), unclamped
+        boolean gspo = c.clipMode() == ClipMode.GSPO_TOKEN || c.clipMode() == ClipMode.GSPO_SEQUENCE;
+        double[] seqD = new double[Math.max(numSeqs, 1)], seqM = new double[Math.max(numSeqs, 1)], seqA = new double[Math.max(numSeqs, 1)];
+        double[] seqW = new double[Math.max(numSeqs, 1)];
+        if (gspo)
+            for (int r = 0; r < rows; r++) {
+                if (!(mask[r] > 0)) continue;
+                seqD[seqIds[r]] += mask[r] * (o.logprob[r] - old[r]);
+                seqM[seqIds[r]] += mask[r];
+                seqA[seqIds[r]] += mask[r] * adv[r];
+                seqW[seqIds[r]] += o.weights[r];
+            }
         for (int r = 0; r < rows; r++) {
             if (!(mask[r] > 0)) continue;
             double m = mask[r], w = o.weights[r], a = adv[r];
-            double dRaw = o.logprob[r] - old[r];
-            double d = Math.max(-20, Math.min(20, dRaw));
-            boolean passes = dRaw >= -20 && dRaw <= 20;
+            double dRaw, d;
+            boolean passes;
+            if (gspo) {  // the sequence ratio s_i, log clamped <= 10 (gradient blocked above)
+                int i = seqIds[r];
+                dRaw = seqD[i] / Math.max(seqM[i], 1);
+                d = Math.min(dRaw, 10);
+                passes = dRaw <= 10;
+                if (c.clipMode() == ClipMode.GSPO_SEQUENCE) a = seqA[i] / seqM[i];  // the sequence's advantage
+            } else {
+                dRaw = o.logprob[r] - old[r];
+                d = Math.max(-20, Math.min(20, dRaw));
+                passes = dRaw >= -20 && dRaw <= 20;
+            }
             o.clamped[r] = !passes;
             double ratio = Math.exp(d);
             o.ratio[r] = ratio;
-            double unclipped = -a * ratio, clipped = -a * Math.max(lo, Math.min(hi, ratio));
-            double loss = Math.max(unclipped, clipped);
-            boolean top = a > 0 && ratio > hi, bottom = a < 0 && ratio < lo;
+            double loss, dLoss;
+            boolean top, bottom;
+            if (c.clipMode() == ClipMode.CISPO) {  // −sg(clip(r))·A·logprob: every token keeps −clip(r)·A
+                double cr = Math.max(lo, Math.min(hi, ratio));
+                loss = -cr * a * o.logprob[r];
+                dLoss = -cr * a;
+                top = ratio > hi;
+                bottom = ratio < lo;
+            } else {
+                double unclipped = -a * ratio, clipped = -a * Math.max(lo, Math.min(hi, ratio));
+                loss = Math.max(unclipped, clipped);
+                top = a > 0 && ratio > hi;
+                bottom = a < 0 && ratio < lo;
+                dLoss = top || bottom || !passes ? 0 : -a * ratio;
+                if (c.clipMode() == ClipMode.GSPO_SEQUENCE && dLoss != 0) {
+                    // the sequence objective W_i·ℓ_i(s_i) differentiated through s_i: ∂s_i/∂lp_t = s_i·m_t/max(len, 1);
+                    // divided by w (multiplied back below) so that the token gets W_i·ℓ'·s_i·m_t/max(len, 1)
+                    int i = seqIds[r];
+                    dLoss = -a * ratio * seqW[i] * m / Math.max(seqM[i], 1) / w;
+                }
+            }
             o.clippedTop[r] = top;
-            double dLoss = top || bottom || !passes ? 0 : -a * ratio;
             if (c.clipMode() == ClipMode.AEPO_STOP_GRADIENT && top) {
                 double s = sel != null ? sel[r] : o.entropy[r];
                 if (s >= threshold) dLoss = passes ? -a * hi : 0;
             }
             boolean dual = false;
-            if (c.clipMode() == ClipMode.DUAL_CLIP && a < 0 && loss > -a * cc) {
+            if (c.dualClipC() > 0 && a < 0 && loss > -a * cc) {
                 loss = -a * cc;
                 dLoss = 0;
                 dual = true;

@@ -77,6 +77,9 @@ class PolicyLossTest {
         for (int r = 0; r < rows; r++) {
             double u = rnd.nextDouble();
             k.mask[r] = u < 0.75 ? 1f : (u < 0.88 ? 0f : (float) (0.1 + 0.9 * rnd.nextDouble()));
+            // GSPO's sequence form equals the token form with sequence advantages when every sequence's mask sum
+            // is >= 1 (verl's clamp(min=1) of the length); soft masks are covered by the token form
+            if (cfg.clipMode() == ClipMode.GSPO_SEQUENCE && k.mask[r] > 0) k.mask[r] = 1f;
             if (left-- == 0) {
                 seq++;
                 left = rnd.nextInt(8);
@@ -207,12 +210,16 @@ class PolicyLossTest {
         List<Arguments> out = new ArrayList<>();
         for (ClipMode c : ClipMode.values())
             for (KlType k : KlType.values())
-                for (LossAgg a : LossAgg.values()) out.add(Arguments.of(c, k, a));
+                for (LossAgg a : LossAgg.values())
+                    if (!c.isGspo() || a == LossAgg.SEQ_MEAN_TOKEN_MEAN) out.add(Arguments.of(c, k, a));  // GSPO: verl's agg only
         return out.stream();
     }
 
+    /** A random config of {@code clip}; PPO and AEPO get dual clip c = 3 or 10 half of the time (verl's vanilla loss). */
     static PolicyLossConfig config(Random rnd, ClipMode clip, KlType kl, LossAgg agg) {
+        if (clip.isGspo()) agg = LossAgg.SEQ_MEAN_TOKEN_MEAN;
         return PolicyLossConfig.builder().clipMode(clip).klType(kl).agg(agg).epsLow(0.2)
+                .dualClipC(clip.allowsDualClip() && rnd.nextBoolean() ? (rnd.nextBoolean() ? 3 : 10) : 0)
                 .epsHigh(rnd.nextBoolean() ? 0.2 : 0.28).klCoef(rnd.nextBoolean() ? 0.05 : 0.5)
                 .entropyCoef(rnd.nextBoolean() ? 0.0 : 0.01).temperature(rnd.nextBoolean() ? 1.0 : 0.7).build();
     }
@@ -273,6 +280,7 @@ class PolicyLossTest {
         Random rnd = new Random(seed);
         for (ClipMode clip : ClipMode.values())
             for (LossAgg agg : LossAgg.values()) {
+                if (clip.isGspo() && agg != LossAgg.SEQ_MEAN_TOKEN_MEAN) continue;  // GSPO: verl's aggregation only
                 KlType kl = KlType.values()[rnd.nextInt(4)];
                 PolicyLossConfig cfg = config(rnd, clip, kl, agg);
                 int vocab = 1 + rnd.nextInt(80);
@@ -282,9 +290,26 @@ class PolicyLossTest {
                 int[] ids = seqIdsFor(cfg, k);
                 int ns = 0;
                 if (ids != null) for (int id : ids) ns = Math.max(ns, id + 1);
+                double[] oldIn = k.oldD, advIn = k.advD;
+                if (clip.isGspo()) {  // the native reference takes GSPO's anchors, as the kernels do: in double here
+                    oldIn = new double[k.rows];
+                    advIn = k.advD.clone();
+                    double[] sd = new double[ns], sm = new double[ns], sa = new double[ns];
+                    for (int r = 0; r < k.rows; r++)
+                        if (k.mask[r] > 0) {
+                            sd[ids[r]] += k.maskD[r] * (ref.logprob[r] - k.oldD[r]);
+                            sm[ids[r]] += k.maskD[r];
+                            sa[ids[r]] += k.maskD[r] * k.advD[r];
+                        }
+                    for (int r = 0; r < k.rows; r++)
+                        if (k.mask[r] > 0) {
+                            oldIn[r] = ref.logprob[r] - sd[ids[r]] / Math.max(sm[ids[r]], 1);
+                            if (clip == ClipMode.GSPO_SEQUENCE) advIn[r] = sa[ids[r]] / sm[ids[r]];
+                        }
+                }
                 try (ArborCpu.PolicyLossParams p = cfg.params(Float.NEGATIVE_INFINITY)) {
                     ArborCpu.arbor_ref_policy_loss(p, agg.code(), 0, k.x, k.rows, k.vocab, k.vocab, k.vocab,
-                            Logits.toLong(k.labels), k.oldD, k.advD, k.maskD, kl == KlType.NONE ? null : k.refD, ids, ns,
+                            Logits.toLong(k.labels), oldIn, advIn, k.maskD, kl == KlType.NONE ? null : k.refD, ids, ns,
                             null, grad, sums, counts);
                 }
                 String w = "native ref " + cfg;
@@ -310,6 +335,68 @@ class PolicyLossTest {
         float[] mask = new float[lp.length];
         java.util.Arrays.fill(mask, 1f);
         return PolicyLoss.loss(cfg, lp, null, old, adv, mask, ref, null, null, glp, null);
+    }
+
+    @Test
+    void dualClipCombinesWithAepoAndCisoGspoByHand() {
+        float lp = -1.5f;
+        float d4 = (float) Math.log(4), d2 = (float) Math.log(2);
+        float[] g = new float[2];
+        // AEPO + dual clip c = 3, ε 0.2: token 0 has A = +1, r = 2 (top-clipped: ℓ = −1.2, stop-gradient keeps
+        // g = −A·1.2); token 1 has A = −2, r = 4 (PPO ℓ = 8 capped at −A·c = 6, g = 0). Token-mean over 2.
+        PolicyLossConfig aepoDual = PolicyLossConfig.builder().clipMode(ClipMode.AEPO_STOP_GRADIENT).dualClipC(3).build();
+        PolicyLossResult res = tokens(aepoDual, new float[] {lp, lp}, new float[] {lp - d2, lp - d4}, new float[] {1f, -2f}, null, g);
+        assertEquals((-1.2 + 6.0) / 2, res.loss(), 1e-5);
+        assertEquals(-1.2 / 2, g[0], 1e-6);
+        assertEquals(0f, g[1], 0f);
+        assertEquals(0.5, res.dualClipFrac());
+        assertEquals(0.5, res.clipFracHigh());
+        // without dual clip the same AEPO loss leaves token 1 unclipped: ℓ = 8, g = −A·r = 8
+        res = tokens(PolicyLossConfig.aepo().toBuilder().dualClipC(0).build(), new float[] {lp, lp},
+                new float[] {lp - d2, lp - d4}, new float[] {1f, -2f}, null, g);
+        assertEquals((-1.2 + 8.0) / 2, res.loss(), 1e-5);
+        assertEquals(8.0 / 2, g[1], 1e-5);
+        assertEquals(0.0, res.dualClipFrac());
+
+        // CISPO ε 0.2 / 0.2: ℓ = −sg(clip(r))·A·lp. r = 2 → clip 1.2, A = 1: ℓ = 1.2·1.5 = 1.8, g = −1.2;
+        // r = 0.5 → clip 0.8, A = −1: ℓ = −0.8·1.5 = −1.2, g = +0.8 (no zero gradient where clipped).
+        PolicyLossConfig cispo = PolicyLossConfig.builder().clipMode(ClipMode.CISPO).eps(0.2).build();
+        float dh = (float) Math.log(0.5);
+        res = tokens(cispo, new float[] {lp, lp}, new float[] {lp - d2, lp - dh}, new float[] {1f, -1f}, null, g);
+        assertEquals((1.8 - 1.2) / 2, res.loss(), 1e-5);
+        assertEquals(-1.2 / 2, g[0], 1e-6);
+        assertEquals(0.8 / 2, g[1], 1e-6);
+        assertEquals(0.5, res.clipFracHigh());
+        assertEquals(0.5, res.clipFracLow());
+        // verl's example bounds (ε_low 1: no lower clip): r = 0.5 keeps its ratio, g = +0.5
+        res = tokens(PolicyLossConfig.cispo(), new float[] {lp}, new float[] {lp - dh}, new float[] {-1f}, null, g = new float[1]);
+        assertEquals(0.5, g[0], 1e-6);
+
+        // GSPO, one sequence of two tokens with δ = ln 4 and 0: s = exp(mean δ) = 2; ε 0.2 / 0.2.
+        // A = −1 on both: unclipped (A < 0, s > lo): ℓ = 2 each; token form g_t = w_t·(−A·s) = ½·2 = 1 each
+        // (seq-mean-token-mean, one sequence: w = ½). Per-token A (+1, −1): token 0 is clipped at the top (ℓ = −1.2,
+        // g 0), token 1 keeps ℓ = 2, g = 1; the sequence form uses Ā = 0: ℓ = 0, g = 0.
+        PolicyLossConfig gspo = PolicyLossConfig.gspo().toBuilder().eps(0.2).build();
+        float[] lps = {lp, lp}, olds = {lp - d4, lp}, m = {1f, 1f};
+        int[] ids = {0, 0};
+        float[] gl = new float[2];
+        res = PolicyLoss.loss(gspo, lps, null, olds, new float[] {-1f, -1f}, m, null, ids, null, gl, null);
+        assertEquals(2.0, res.loss(), 1e-5);
+        assertEquals(1.0, gl[0], 1e-5);
+        assertEquals(1.0, gl[1], 1e-5);
+        res = PolicyLoss.loss(gspo, lps, null, olds, new float[] {1f, -1f}, m, null, ids, null, gl, null);
+        assertEquals((-1.2 + 2.0) / 2, res.loss(), 1e-5);
+        assertEquals(0f, gl[0], 0f);
+        assertEquals(1.0, gl[1], 1e-5);
+        PolicyLossConfig gseq = gspo.toBuilder().clipMode(ClipMode.GSPO_SEQUENCE).build();
+        res = PolicyLoss.loss(gseq, lps, null, olds, new float[] {1f, -1f}, m, null, ids, null, gl, null);
+        assertEquals(0.0, res.loss(), 1e-6);
+        assertEquals(0f, gl[0], 1e-7f);
+        // the log-ratio is clamped at 10 (verl): mean δ = 12 gives ℓ = −A·e^10 for A < 0 and no gradient
+        res = PolicyLoss.loss(gspo, new float[] {lp}, null, new float[] {lp - 12f}, new float[] {-1f}, new float[] {1f},
+                null, new int[] {0}, null, gl = new float[1], null);
+        assertEquals(Math.exp(10), res.loss(), Math.exp(10) * 1e-6);
+        assertEquals(0f, gl[0], 0f);
     }
 
     @Test
@@ -355,7 +442,7 @@ class PolicyLossTest {
         res = tokens(ppo, new float[] {lp}, new float[] {lp - d4}, new float[] {-2f}, null, g = new float[1]);
         assertEquals(8.0, res.loss(), 1e-5);
         assertEquals(8.0, g[0], 1e-5);
-        PolicyLossConfig dual = PolicyLossConfig.builder().clipMode(ClipMode.DUAL_CLIP).dualClipC(3).build();
+        PolicyLossConfig dual = PolicyLossConfig.builder().dualClipC(3).build();
         res = tokens(dual, new float[] {lp}, new float[] {lp - d4}, new float[] {-2f}, null, g);
         assertEquals(6.0, res.loss(), 1e-6);
         assertEquals(0f, g[0], 0f);
@@ -487,11 +574,15 @@ class PolicyLossTest {
         long seed = Logits.seed();
         System.out.println("gradientsMatchCentralFiniteDifferences seed=" + seed);
         Random rnd = new Random(seed);
-        for (ClipMode clip : new ClipMode[] {ClipMode.PPO, ClipMode.DUAL_CLIP})
+        // CISPO and GSPO's token form are excluded like AEPO (their gradients stop at sg(·) by design); the
+        // sequence form's gradient is the derivative of its value
+        for (ClipMode clip : new ClipMode[] {ClipMode.PPO, ClipMode.GSPO_SEQUENCE})
             for (KlType kl : KlType.values())
-                for (LossAgg agg : LossAgg.values()) {
-                    if (agg != LossAgg.TOKEN_MEAN && kl != KlType.values()[agg.ordinal()]) continue;  // a spread, not all 32
-                    PolicyLossConfig cfg = PolicyLossConfig.builder().clipMode(clip).klType(kl).agg(agg).klCoef(0.3)
+                for (LossAgg agg0 : LossAgg.values()) {
+                    if (agg0 != LossAgg.TOKEN_MEAN && kl != KlType.values()[agg0.ordinal()]) continue;  // a spread, not all 32
+                    LossAgg agg = clip.isGspo() ? LossAgg.SEQ_MEAN_TOKEN_MEAN : agg0;
+                    boolean dualOn = clip == ClipMode.PPO && (kl.ordinal() + agg0.ordinal()) % 2 == 1;  // PPO with and without dual clip
+                    PolicyLossConfig cfg = PolicyLossConfig.builder().clipMode(clip).dualClipC(dualOn ? 3 : 0).klType(kl).agg(agg).klCoef(0.3)
                             .entropyCoef(0.05).temperature(0.8).build();
                     int rows = 2 + rnd.nextInt(6), vocab = 2 + rnd.nextInt(9);
                     Case k = randomCase(rnd, cfg, rows, vocab, vocab, false);
@@ -847,7 +938,16 @@ class PolicyLossTest {
         PolicyLoss.forwardBackward(seq, x, 2, 3, y, z, z, new float[] {1f, 0f}, null, new int[] {0, -1}, g);
         expect("epsLow must be in [0, 1], got -0.1", () -> PolicyLossConfig.builder().epsLow(-0.1).build());
         expect("epsHigh must be finite and >= 0, got NaN", () -> PolicyLossConfig.builder().epsHigh(Double.NaN).build());
-        expect("dualClipC must be finite and > 1, got 1.0", () -> PolicyLossConfig.builder().dualClipC(1).build());
+        expect("dualClipC must be 0 (off) or finite and > 1, got 1.0", () -> PolicyLossConfig.builder().dualClipC(1).build());
+        expect("dual clip (dualClipC 3.0) applies to PPO and AEPO only, not CISPO",
+                () -> PolicyLossConfig.builder().clipMode(ClipMode.CISPO).dualClipC(3).build());
+        expect("GSPO_TOKEN aggregates seq-mean-token-mean (as verl), got TOKEN_MEAN",
+                () -> PolicyLossConfig.builder().clipMode(ClipMode.GSPO_TOKEN).build());
+        PolicyLossConfig gs = PolicyLossConfig.gspo();
+        expect("GSPO_TOKEN through memory", () -> PolicyLoss.forwardBackward(gs, LogitsView.of(MemRef.of(Logits.direct(x, DType.F32)),
+                DType.F32, 2, 3), PolicyLoss.Inputs.of(MemRef.of(Logits.direct(y)), DType.I32, MemRef.of(Logits.direct(z, DType.F32)),
+                MemRef.of(Logits.direct(z, DType.F32)), MemRef.of(Logits.direct(one, DType.F32)), null),
+                MemRef.of(Logits.directFloats(6)), DType.F32, 3, null, null, 0));
         expect("aepoTopEntropyFraction must be in (0, 1], got 0.0", () -> PolicyLossConfig.builder().aepoTopEntropyFraction(0).build());
         expect("klCoef must be finite and >= 0, got -1.0", () -> PolicyLossConfig.builder().klCoef(-1).build());
         expect("temperature must be finite and > 0, got 0.0", () -> PolicyLossConfig.builder().temperature(0).build());
@@ -884,6 +984,8 @@ class PolicyLossTest {
         System.out.println("PolicyLoss cudaMatchesCpu seed=" + seed);
         Random rnd = new Random(seed);
         for (ClipMode clip : ClipMode.values()) {
+            // GSPO's memory form is the stages with gspoAnchor's anchors (the CUDA harness checks that kernel)
+            if (clip.isGspo()) continue;
             PolicyLossConfig cfg = config(rnd, clip, KlType.K3, LossAgg.SEQ_MEAN_TOKEN_MEAN);
             int rows = 50, vocab = 3001;
             Case k = randomCase(rnd, cfg, rows, vocab, vocab);

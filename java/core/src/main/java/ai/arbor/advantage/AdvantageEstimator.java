@@ -12,7 +12,11 @@ public enum AdvantageEstimator {
     /** Dr.GRPO: A = R − μ_g (no division by the std). */
     DR_GRPO,
     /** Tree-GRPO: A = GRPO(intra-tree groups) + GRPO(inter-tree = prompt groups), plain sum. */
-    TREE_GRPO;
+    TREE_GRPO,
+    /** RLOO: A_i = R_i − mean_{j≠i} R_j over i's group ({@link Advantages#rloo}; verl {@code rloo}). */
+    RLOO,
+    /** REINFORCE++ baseline: R − μ_g, whitened over the batch's tokens ({@link Advantages#reinforcePlusPlusBaseline}). */
+    REINFORCE_PLUS_PLUS_BASELINE;
 
     /**
      * Advantages of one step.
@@ -22,10 +26,20 @@ public enum AdvantageEstimator {
      * @param treeIds  tree of each trajectory (TREE_GRPO only; ignored, may be null, otherwise)
      */
     public float[] compute(float[] rewards, int[] groupIds, int[] treeIds) {
+        return compute(rewards, groupIds, treeIds, null);
+    }
+
+    /**
+     * As {@link #compute(float[], int[], int[])} with the trained tokens of each trajectory, which the
+     * REINFORCE++ baseline's token-level whitening weighs by (null: each trajectory weighs 1; the others ignore it).
+     */
+    public float[] compute(float[] rewards, int[] groupIds, int[] treeIds, int[] tokenCounts) {
         return switch (this) {
             case GRPO -> Advantages.grpo(rewards, groupIds, true);
             case DR_GRPO -> Advantages.grpo(rewards, groupIds, false);
             case TREE_GRPO -> Advantages.treeGrpo(rewards, groupIds, treeIds);
+            case RLOO -> Advantages.rloo(rewards, groupIds);
+            case REINFORCE_PLUS_PLUS_BASELINE -> Advantages.reinforcePlusPlusBaseline(rewards, groupIds, tokenCounts);
         };
     }
 
@@ -35,10 +49,12 @@ public enum AdvantageEstimator {
         String n = name.trim().toUpperCase(Locale.ROOT).replace('-', '_').replace('.', '_');
         if (n.equals("DRGRPO")) n = "DR_GRPO";
         if (n.equals("TREE") || n.equals("TREEGRPO")) n = "TREE_GRPO";
+        if (n.equals("REINFORCE_PLUS_PLUS_BASELINE") || n.equals("REINFORCE++_BASELINE") || n.equals("RPP_BASELINE"))
+            n = "REINFORCE_PLUS_PLUS_BASELINE";
         try {
             return valueOf(n);
         } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("unknown advantage estimator '" + name + "'; one of grpo, dr_grpo, tree_grpo");
+            throw new IllegalArgumentException("unknown advantage estimator '" + name + "'; one of grpo, dr_grpo, tree_grpo, rloo, reinforce_plus_plus_baseline");
         }
     }
 }

@@ -110,6 +110,76 @@ public final class Advantages {
         return new TreeParts(intra, inter, sum);
     }
 
+    /**
+     * RLOO (Ahmadian et al. 2024, "Back to Basics"; verl {@code compute_rloo_outcome_advantage}): the leave-one-out
+     * baseline,
+     * <pre>
+     *   A_i = R_i − mean_{j∈g, j≠i} R_j = n/(n−1) · (R_i − μ_g)      (n = |g| ≥ 2)
+     *   A_i = R_i                                                      (a group of one, as verl)
+     * </pre>
+     */
+    public static float[] rloo(float[] rewards, int[] groupIds) {
+        checkRewards(rewards);
+        checkIds("groupIds", groupIds, rewards.length);
+        long[] keys = new long[groupIds.length];
+        for (int i = 0; i < keys.length; i++) keys[i] = groupIds[i];
+        double[] centered = grpoDouble(rewards, keys, false);  // R − μ_g (R for a group of one)
+        long[] count = groupSizes(keys);
+        for (int i = 0; i < centered.length; i++)
+            if (count[i] > 1) centered[i] *= (double) count[i] / (count[i] - 1);
+        return toFloat(centered);
+    }
+
+    /**
+     * REINFORCE++ baseline (Hu et al. 2025, arXiv 2501.03262; verl
+     * {@code compute_reinforce_plus_plus_baseline_outcome_advantage}): x_i = R_i − μ_g (μ = 0 for a group of one),
+     * then whitened over the batch's tokens as verl's {@code masked_whiten} does — every token of trajectory i
+     * carries x_i, so with L_i trained tokens and N = Σ L_i:
+     * <pre>
+     *   m = Σ L_i x_i / (N + 1e-8),   v = Σ L_i (x_i − m)² / (N + 1e-8) · N / (N − 1),   A_i = (x_i − m) / sqrt(v + 1e-8)
+     * </pre>
+     * {@code tokenCounts} null weighs every trajectory 1 (whitening over sequences). N ≤ 1 (verl raises): A = x.
+     *
+     * @param tokenCounts trained tokens per trajectory (≥ 0), or null
+     */
+    public static float[] reinforcePlusPlusBaseline(float[] rewards, int[] groupIds, int[] tokenCounts) {
+        checkRewards(rewards);
+        checkIds("groupIds", groupIds, rewards.length);
+        if (tokenCounts != null) {
+            checkIds("tokenCounts", tokenCounts, rewards.length);
+            for (int i = 0; i < tokenCounts.length; i++)
+                if (tokenCounts[i] < 0) throw new IllegalArgumentException("tokenCounts[" + i + "] = " + tokenCounts[i] + " is negative");
+        }
+        long[] keys = new long[groupIds.length];
+        for (int i = 0; i < keys.length; i++) keys[i] = groupIds[i];
+        double[] x = grpoDouble(rewards, keys, false);
+        double n = 0, sum = 0;
+        for (int i = 0; i < x.length; i++) {
+            double l = tokenCounts == null ? 1 : tokenCounts[i];
+            n += l;
+            sum += l * x[i];
+        }
+        if (n <= 1) return toFloat(x);
+        double mean = sum / (n + 1e-8), ss = 0;
+        for (int i = 0; i < x.length; i++) {
+            double l = tokenCounts == null ? 1 : tokenCounts[i];
+            ss += l * (x[i] - mean) * (x[i] - mean);
+        }
+        double var = ss / (n + 1e-8) * (n / (n - 1));
+        double inv = 1 / Math.sqrt(var + 1e-8);
+        for (int i = 0; i < x.length; i++) x[i] = (x[i] - mean) * inv;
+        return toFloat(x);
+    }
+
+    /** Per trajectory, the size of its group. */
+    private static long[] groupSizes(long[] keys) {
+        Map<Long, Long> c = new HashMap<>();
+        for (long k : keys) c.merge(k, 1L, Long::sum);
+        long[] out = new long[keys.length];
+        for (int i = 0; i < keys.length; i++) out[i] = c.get(keys[i]);
+        return out;
+    }
+
     /** Per-group mean and unbiased std (μ = 0, σ = 1 for a group of one), then A_i in double. */
     static double[] grpoDouble(float[] rewards, long[] keys, boolean scaleByStd) {
         int n = rewards.length;

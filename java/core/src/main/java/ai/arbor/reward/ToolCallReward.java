@@ -11,7 +11,10 @@ import java.util.List;
  * so that, among wrong answers, trying tools beats not trying (up to 4 calls). Released code (verl's
  * ReTool recipe, which the recipe builds on): the {@code math_dapo} score (±1) and, when negative,
  * {@code min(-0.6, score + (num_turns - 2) / 2 * 0.1)}, where {@code (num_turns − 2)/2} is the number of
- * tool calls. Combine with {@link OverlongShaping} for the full recipe.
+ * tool calls; a malformed call adds no turn there. So {@code toolCalls} here counts executed calls only
+ * ({@link TrajectorySummary#executedCalls()}: calls that reached a tool, successful or not); malformed
+ * calls and calls to unknown tools add nothing, so garbage calls cannot farm the +0.1. Combine with
+ * {@link OverlongShaping} for the full recipe.
  *
  * @param checker decides correctness
  * @param correct reward of a correct answer (1)
@@ -38,7 +41,7 @@ public record ToolCallReward(AnswerChecker checker, double correct, double wrong
     @Override
     public double reward(TrajectorySummary t, List<String> goldAnswers) {
         if (checker.isCorrect(t.text(), goldAnswers)) return correct;
-        return wrongAnswerReward(t.toolCalls());
+        return wrongAnswerReward(t.executedCalls());
     }
 
     /** {@code min(cap, wrong + perCall · toolCalls)}. */

@@ -2,12 +2,16 @@ package ai.arbor.rl;
 
 import ai.arbor.advantage.AdvantageEstimator;
 import ai.arbor.advantage.DegenerateGroupFilter;
+import ai.arbor.advantage.OverlongFilter;
+import ai.arbor.advantage.VoidTurnFilter;
 import ai.arbor.advantage.ToolAwareFilter;
 import ai.arbor.advantage.TrajectoryFilter;
 import ai.arbor.kernels.KlType;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.kernels.TokenShaping;
+import ai.arbor.reward.AnswerChecker;
+import ai.arbor.reward.CodeExecutionPenalty;
 import ai.arbor.reward.OutcomeReward;
 import ai.arbor.reward.OverlongShaping;
 import ai.arbor.reward.QaFormatReward;
@@ -52,10 +56,13 @@ import java.util.Locale;
  * @param sampling              the distribution rollouts, sampled evaluation and the loss use
  * @param keepPerPrompt         rejection sampling: the most correct samples kept per prompt, shortest first; 0 for
  *                              the other kinds
+ * @param oversample            DAPO dynamic sampling (docs/algorithms.md §3): roll out this many times the step's
+ *                              prompts and train on the first informative (non-degenerate) groups up to the step's
+ *                              prompt count; 1 = off (TAO-RL's release: 3)
  */
 public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimator estimator, TokenShaping shaping,
                      List<TrajectoryFilter> filters, PolicyLossConfig loss, Rewards reward, int trajectoriesPerPrompt,
-                     int miniBatches, SamplingParams sampling, int keepPerPrompt) {
+                     int miniBatches, SamplingParams sampling, int keepPerPrompt, int oversample) {
 
     /** What a recipe trains with. */
     public enum Kind {
@@ -88,6 +95,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
         if (trajectoriesPerPrompt < 0 || (kind != Kind.SUPERVISED && trajectoriesPerPrompt < 1))
             throw new IllegalArgumentException(name + ": trajectoriesPerPrompt must be >= 1, got " + trajectoriesPerPrompt);
         if (miniBatches < 1) throw new IllegalArgumentException(name + ": miniBatches must be >= 1, got " + miniBatches);
+        if (oversample < 1) throw new IllegalArgumentException(name + ": oversample must be >= 1 (1 = off), got " + oversample);
         if (kind == Kind.REJECTION_SAMPLING ? keepPerPrompt < 1 : keepPerPrompt != 0)
             throw new IllegalArgumentException(name + ": keepPerPrompt must be " + (kind == Kind.REJECTION_SAMPLING ? ">= 1" : "0 (it is rejection sampling's)")
                     + ", got " + keepPerPrompt);
@@ -103,8 +111,8 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     static final SamplingParams RL_SAMPLING = SamplingParams.temperature(1f);
 
     private static Recipe pg(String name, Rollouts rollouts, AdvantageEstimator est, TokenShaping shaping, List<TrajectoryFilter> filters,
-                             PolicyLossConfig loss, Rewards reward, int n) {
-        return new Recipe(name, Kind.POLICY_GRADIENT, rollouts, est, shaping, filters, loss, reward, n, 1, RL_SAMPLING, 0);
+                             PolicyLossConfig loss, Rewards reward, int n, int miniBatches) {
+        return new Recipe(name, Kind.POLICY_GRADIENT, rollouts, est, shaping, filters, loss, reward, n, miniBatches, RL_SAMPLING, 0, 1);
     }
 
     private static final Rollouts CHAINS = ChainRollout::new;
@@ -118,7 +126,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
      * synthetic demonstrations, including CoRT's hint-engineered ones; no rollouts.
      */
     public static final Recipe SFT = new Recipe("sft", Kind.SUPERVISED, null, AdvantageEstimator.GRPO, TokenShaping.broadcast(),
-            List.of(), PolicyLossConfig.defaults(), OUTCOME, 0, 1, RL_SAMPLING, 0);
+            List.of(), PolicyLossConfig.defaults(), OUTCOME, 0, 1, RL_SAMPLING, 0, 1);
 
     /**
      * Rejection-sampling fine-tuning (CoRT §3, docs/algorithms.md §11): n = 8 chains per prompt, keep the correct
@@ -126,69 +134,116 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
      * outcome reward 1/0 for the selection.
      */
     public static final Recipe RFT = new Recipe("rft", Kind.REJECTION_SAMPLING, CHAINS, AdvantageEstimator.GRPO,
-            TokenShaping.broadcast(), List.of(), PolicyLossConfig.defaults(), OUTCOME, 8, 1, RL_SAMPLING, 2);
+            TokenShaping.broadcast(), List.of(), PolicyLossConfig.defaults(), OUTCOME, 8, 1, RL_SAMPLING, 2, 1);
 
     /**
      * GRPO (Shao et al. 2024, arXiv 2402.03300) as configured in verl: n = 8 chains; A = (R − μ_g)/(σ_g + 1e-6); PPO
-     * clip 0.2/0.2; k3 KL to the reference with β = 0.001 (verl's {@code kl_loss_coef}; the paper used 0.04);
-     * token-mean; outcome reward 1/0.
+     * clip 0.2/0.2 with verl's dual clip c = 3; k3 KL to the reference with β = 0.001 (verl's {@code kl_loss_coef};
+     * the paper used 0.04); token-mean; outcome reward 1/0; one optimizer step per batch.
      */
     public static final Recipe GRPO = pg("grpo", CHAINS, AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(),
-            PolicyLossConfig.builder().klType(KlType.K3).klCoef(0.001).build(), OUTCOME, 8);
+            PolicyLossConfig.vanilla().toBuilder().klType(KlType.K3).klCoef(0.001).build(), OUTCOME, 8, 1);
 
     /**
-     * GRPO-TCR (Yu et al. 2025): token-mean, clip-higher 0.2/0.28, no KL, DAPO's overlong shaping and the
-     * tool-call reward (1 if correct, else min(−0.6, −1 + 0.1·tool_calls)); n = 8 chains.
+     * GRPO-TCR (Yu et al. 2025) as released (Gen-Verse/Open-AgentRL): token-mean, clip-higher 0.2/0.28 with dual clip
+     * c = 10, no KL, DAPO's overlong shaping and the tool-call reward (1 if correct, else min(−0.6, −1 + 0.1·executed
+     * calls)); n = 16 chains, 4 mini-batches.
      */
     public static final Recipe GRPO_TCR = pg("grpo-tcr", CHAINS, AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(),
-            PolicyLossConfig.grpoTcr(), TOOL_CALL_OVERLONG, 8);
+            PolicyLossConfig.grpoTcr(), TOOL_CALL_OVERLONG, 16, 4);
 
     /**
      * Tree-GRPO (Ji et al. 2025, arXiv 2509.21240): M = n / 3 trees, N = 2 expansions per iteration, L = 1 iteration,
      * K = 3 leaves per tree (with a budget: expansions until it is spent, every leaf kept); A = GRPO(intra-tree) +
      * GRPO(inter-tree); dual-clip c = 3, ε 0.2; k3 β = 0.001; QA tasks: its EM-with-format table (1 / 0.8 / 0.2 /
-     * 0.1), math: the outcome 1/0; n = 6.
+     * 0.1), math: the outcome 1/0; n = 6; 8 mini-batches.
      */
     public static final Recipe TREE_GRPO = pg("tree-grpo", (n, budget) -> new TreeGrpoRollout(budget.unlimited()
                     ? new TreeGrpoRollout.Config(Math.max(1, n / 3), 2, 1, 3, Budget.UNLIMITED)
                     : new TreeGrpoRollout.Config(Math.max(1, n / 3), 2, 0, 0, budget)),
             AdvantageEstimator.TREE_GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.treeGrpo(),
             (task, agent) -> task.questionAnswering() ? new QaFormatReward(QaGrader.standard(), task.wellFormed(), 1, 0.2, 0.1)
-                    : OutcomeReward.of(task.checker()), 6);
+                    : OutcomeReward.of(task.checker()), 6, 8);
 
     /**
      * ARPO (Dong et al. 2025, arXiv 2507.19849): entropy-adaptive branching after tool calls, n = 16 paths of which
-     * n / 2 global samples (with a budget: 8·n paths at most); GRPO; PPO 0.2; no KL; token-mean; outcome reward.
+     * n / 2 global samples (with a budget: 8·n paths at most); GRPO; PPO 0.2 with dual clip c = 3; no KL; token-mean;
+     * outcome reward; 8 mini-batches.
      */
     public static final Recipe ARPO = pg("arpo", (n, budget) -> new ArpoRollout(ArpoRollout.Config.defaults()
                     .withPaths(budget.unlimited() ? n : 8 * n, Math.max(1, n / 2)).withBudget(budget)),
-            AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.defaults(), OUTCOME, 16);
+            AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.vanilla(), OUTCOME, 16, 8);
 
     /**
      * AEPO (Dong et al. 2025, arXiv 2510.14545): entropy pre-monitoring splits n = 16 paths (with a budget: 8·n at
-     * most) with the consecutive-branching penalty; the stop-gradient clip on every token; entropy-aware advantage
-     * Ã = A·(1 + 0.2·Ĥ); GRPO; no KL; token-mean; outcome reward.
+     * most) with the consecutive-branching penalty; the stop-gradient clip on every token with dual clip c = 3;
+     * entropy-aware advantage Ã = A·(1 + 0.2·Ĥ); GRPO; no KL; token-mean; outcome reward; 8 mini-batches.
      */
     public static final Recipe AEPO = pg("aepo", (n, budget) -> new AepoRollout(AepoRollout.Config.defaults()
                     .withPaths(budget.unlimited() ? n : 8 * n).withBudget(budget)),
-            AdvantageEstimator.GRPO, TokenShaping.aepo(), List.of(), PolicyLossConfig.aepo(), OUTCOME, 16);
+            AdvantageEstimator.GRPO, TokenShaping.aepo(), List.of(), PolicyLossConfig.aepo(), OUTCOME, 16, 8);
+
+    /** TAO-RL's loss as released: clip-higher 0.2 / 0.28, verl's dual clip c = 3, entropy bonus 0.001, token-mean. */
+    private static final PolicyLossConfig TAO_RL_LOSS = PolicyLossConfig.builder().epsHigh(0.28).dualClipC(3).entropyCoef(0.001).build();
 
     /**
-     * TAO-RL (docs/algorithms.md §3, §6): GRPO-TCR plus the tool-aware filter, the degenerate-group filter (reward
-     * std &lt; 1e-3) and post-tool shaping Ã = A·(1 + 0.01·Ĥ) on the top 20 % by entropy of the tokens after a tool
-     * observation; n = 8 chains.
+     * TAO-RL as released (WhyNot22222/TAO-RL; docs/algorithms.md §3, §6): n = 16 chains, the 1/0 outcome reward (no
+     * tool-call term, no overlong shaping), overlong responses filtered, void-turn masking, degenerate groups
+     * (std &lt; 1e-3 of the 1/0 reward, i.e. of correctness) dropped and refilled by over-sampling the prompts ×3
+     * (DAPO dynamic sampling), GRPO, {@link #TAO_RL_LOSS}, 2 mini-batches. The release script leaves the paper's
+     * tool-aware filter and post-tool shaping off: {@link #TAO_RL_PAPER}.
      */
-    public static final Recipe TAO_RL = pg("tao-rl", CHAINS, AdvantageEstimator.GRPO, TokenShaping.taoRl(),
-            List.of(new ToolAwareFilter(), new DegenerateGroupFilter()), PolicyLossConfig.grpoTcr(), TOOL_CALL_OVERLONG, 8);
+    public static final Recipe TAO_RL = new Recipe("tao-rl", Kind.POLICY_GRADIENT, CHAINS, AdvantageEstimator.GRPO,
+            TokenShaping.broadcast(), List.of(new OverlongFilter(), new VoidTurnFilter(), new DegenerateGroupFilter()), TAO_RL_LOSS,
+            OUTCOME, 16, 2, RL_SAMPLING, 0, 3);
 
-    private static final List<Recipe> ALL = List.of(SFT, RFT, GRPO, GRPO_TCR, TREE_GRPO, ARPO, AEPO, TAO_RL);
+    /**
+     * TAO-RL, the paper's method: {@link #TAO_RL} plus the tool-aware trajectory filter (a trajectory whose calls
+     * all failed is dropped) and post-tool shaping Ã = A·(1 + 0.01·Ĥ) on the top 20 % by entropy of the tokens after
+     * a tool observation.
+     */
+    public static final Recipe TAO_RL_PAPER = new Recipe("tao-rl-paper", Kind.POLICY_GRADIENT, CHAINS, AdvantageEstimator.GRPO,
+            TokenShaping.taoRl(), List.of(new OverlongFilter(), new VoidTurnFilter(), new ToolAwareFilter(), new DegenerateGroupFilter()),
+            TAO_RL_LOSS, OUTCOME, 16, 2, RL_SAMPLING, 0, 3);
+
+    /** CoRT's reward: 1/0 correct plus −0.1 when no code ran or every execution failed. */
+    private static final Rewards CORT_REWARD = (task, agent) -> OutcomeReward.of(task.checker()).plus(CodeExecutionPenalty.CORT);
+
+    /**
+     * CoRT's RL stage as released (Li et al. 2025, arXiv 2506.09820; ChengpengLi1003/CoRT; docs/algorithms.md §6):
+     * n = 8 chains sampled at T 0.6, top-p 0.95; GRPO; PPO 0.2 with dual clip c = 3; k3 KL β = 0.001; entropy bonus
+     * 0.001; reward 1/0 correct and −0.1 when no code ran or all code failed; 2 mini-batches. The release also requires
+     * {@code </think>} before the answer: {@link #CORT_THINK} (the built-in tasks' responses have no thinking section,
+     * so this default leaves it out).
+     */
+    public static final Recipe CORT = new Recipe("cort", Kind.POLICY_GRADIENT, CHAINS, AdvantageEstimator.GRPO, TokenShaping.broadcast(),
+            List.of(), PolicyLossConfig.vanilla().toBuilder().klType(KlType.K3).klCoef(0.001).entropyCoef(0.001).build(),
+            CORT_REWARD, 8, 2, SamplingParams.temperature(0.6f).withTopP(0.95f), 0, 1);
+
+    /** {@link #CORT} with the release's {@code </think>} requirement: an answer counts only after {@code </think>}. */
+    public static final Recipe CORT_THINK = new Recipe("cort-think", Kind.POLICY_GRADIENT, CHAINS, AdvantageEstimator.GRPO,
+            TokenShaping.broadcast(), List.of(), CORT.loss(),
+            (task, agent) -> OutcomeReward.of(afterThinkEnd(task.checker())).plus(CodeExecutionPenalty.CORT), 8, 2, CORT.sampling(), 0, 1);
+
+    /** A checker that sees only the text after the last {@code </think>}, and no answer without one (CoRT's release). */
+    static AnswerChecker afterThinkEnd(AnswerChecker checker) {
+        return (response, gold) -> {
+            int at = response.lastIndexOf("</think>");
+            return at >= 0 && checker.isCorrect(response.substring(at + "</think>".length()), gold);
+        };
+    }
+
+    private static final List<Recipe> ALL = List.of(SFT, RFT, GRPO, GRPO_TCR, TREE_GRPO, ARPO, AEPO, TAO_RL, TAO_RL_PAPER, CORT, CORT_THINK);
 
     /** Every built-in recipe, in the order of docs/algorithms.md §6. */
     public static List<Recipe> values() {
         return ALL;
     }
 
-    /** By command-line name ({@code sft, rft, grpo, grpo-tcr, tree-grpo, arpo, aepo, tao-rl}); case and '-'/'_' ignored. */
+    /**
+     * By command-line name ({@code sft, rft, grpo, grpo-tcr, tree-grpo, arpo, aepo, tao-rl, tao-rl-paper, cort,
+     * cort-think}); case and '-'/'_' ignored.
+     */
     public static Recipe byName(String name) {
         if (name == null) throw new IllegalArgumentException("recipe name must not be null");
         String n = name.trim().toLowerCase(Locale.ROOT).replace('_', '-');
@@ -217,18 +272,39 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     /** This recipe with n trajectories per prompt ({@code n <= 0}: unchanged). */
     public Recipe withTrajectoriesPerPrompt(int n) {
         return n <= 0 || n == trajectoriesPerPrompt ? this
-                : new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, n, miniBatches, sampling, keepPerPrompt);
+                : new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, n, miniBatches, sampling, keepPerPrompt, oversample);
     }
 
     /** This recipe with {@code m} mini-batches per pass. */
     public Recipe withMiniBatches(int m) {
-        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, m, sampling, keepPerPrompt);
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, m, sampling, keepPerPrompt,
+                oversample);
+    }
+
+    /** This recipe over-sampling prompts {@code k}× for dynamic sampling (1 = off). */
+    public Recipe withOversample(int k) {
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt, k);
+    }
+
+    /** This recipe with {@code loss} (its temperature is set to the sampler's). */
+    public Recipe withLoss(PolicyLossConfig l) {
+        if (l == null) throw new IllegalArgumentException(name + ": loss must not be null");
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, l, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt,
+                oversample);
+    }
+
+    /** This recipe with the sequence-advantage estimator {@code e} (GRPO, Dr.GRPO, RLOO, REINFORCE++ baseline, ...). */
+    public Recipe withEstimator(AdvantageEstimator e) {
+        if (e == null) throw new IllegalArgumentException(name + ": estimator must not be null");
+        return new Recipe(name, kind, rollouts, e, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt,
+                oversample);
     }
 
     /** This recipe sampling from {@code s}; its loss follows the temperature. */
     public Recipe withSampling(SamplingParams s) {
         if (s == null) throw new IllegalArgumentException(name + ": sampling must not be null");
-        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, s, keepPerPrompt);
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, s, keepPerPrompt,
+                oversample);
     }
 
     @Override

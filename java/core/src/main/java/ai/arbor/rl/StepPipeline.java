@@ -1,6 +1,7 @@
 package ai.arbor.rl;
 
 import ai.arbor.advantage.FilterResult;
+import ai.arbor.advantage.DynamicSampling;
 import ai.arbor.advantage.ScoredTrajectory;
 import ai.arbor.advantage.TrajectoryFilter;
 import ai.arbor.kernels.ShapingStats;
@@ -107,6 +108,30 @@ public final class StepPipeline {
                 new Stats(filtered, kept.size(), rows.rows(), entropyMissing(keptTrajectories), adv.stats(), abs / rows.rows()));
     }
 
+    /**
+     * DAPO dynamic sampling over one over-sampled round (docs/algorithms.md §3; TAO-RL's release rolls out 3× the
+     * prompts): the trajectories of the first {@code targetGroups} informative groups, in offer order. A group is
+     * informative when the 1/0 correctness of its live trajectories is not all equal (std ≥ 1e-3, {@link
+     * DynamicSampling}'s criterion) — judged on correctness, not on a shaped reward, as the release does, so
+     * groups that differ only in a shaping term are not trained. Fewer informative groups than the target: all of
+     * them (the step trains on a smaller batch; no further refill round).
+     */
+    public static List<Scored> dynamicSample(List<Scored> scored, int targetGroups) {
+        if (targetGroups < 1) throw new IllegalArgumentException("targetGroups must be >= 1, got " + targetGroups);
+        List<ScoredTrajectory> offered = new ArrayList<>();
+        for (Scored s : scored)
+            if (!s.infrastructureFailure()) offered.add(ScoredTrajectory.of(s.group(), s.correct() ? 1f : 0f));
+        DynamicSampling ds = new DynamicSampling(targetGroups, new ai.arbor.advantage.DegenerateGroupFilter(), 1);
+        java.util.Set<Integer> keep = new java.util.HashSet<>();
+        if (!offered.isEmpty()) {
+            ds.add(offered);
+            for (ScoredTrajectory t : ds.batch().trajectories()) keep.add(t.groupId());
+        }
+        List<Scored> out = new ArrayList<>();
+        for (Scored s : scored) if (keep.contains(s.group())) out.add(s);
+        return out;
+    }
+
     /** The indices of the trajectories without an infrastructure failure (docs/algorithms.md §3). */
     static int[] live(List<Scored> scored) {
         return java.util.stream.IntStream.range(0, scored.size()).filter(i -> !scored.get(i).infrastructureFailure()).toArray();
@@ -117,16 +142,17 @@ public final class StepPipeline {
         int n = live.length;
         if (n == 0) return new float[0];
         float[] rewards = new float[n];
-        int[] groups = new int[n], trees = new int[n];
+        int[] groups = new int[n], trees = new int[n], tokens = new int[n];
         Map<Long, Integer> treeIds = new HashMap<>();
         for (int k = 0; k < n; k++) {
             Scored s = scored.get(live[k]);
             rewards[k] = (float) s.reward();
             groups[k] = s.group();
+            for (boolean b : s.trajectory().lossMask()) if (b) tokens[k]++;  // REINFORCE++ baseline whitens over tokens
             long key = ((long) s.group() << 32) | s.trajectory().treeIndex();
             trees[k] = treeIds.computeIfAbsent(key, x -> treeIds.size());
         }
-        return recipe.estimator().compute(rewards, groups, trees);
+        return recipe.estimator().compute(rewards, groups, trees, tokens);
     }
 
     /** The recipe's filters over the live trajectories. */

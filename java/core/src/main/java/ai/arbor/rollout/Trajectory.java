@@ -114,8 +114,13 @@ public record Trajectory(Prompt prompt, int sampleIndex, int treeIndex, int[] no
      */
     public ai.arbor.reward.TrajectorySummary summary(Tokenizer tokenizer) {
         int failed = 0;
-        for (ToolCallRecord r : toolCalls) if (r.status().failed()) failed++;
-        return new ai.arbor.reward.TrajectorySummary(responseText(tokenizer), toolCalls.size(), failed, length(), termination.truncated());
+        int malformed = 0;  // never reached a tool: GRPO-TCR's per-call term does not pay for them
+        for (ToolCallRecord r : toolCalls) {
+            if (r.status().failed()) failed++;
+            if (r.status() == ToolCallStatus.MALFORMED || r.status() == ToolCallStatus.UNKNOWN_TOOL) malformed++;
+        }
+        return new ai.arbor.reward.TrajectorySummary(responseText(tokenizer), toolCalls.size(), failed, length(), termination.truncated(),
+                malformed);
     }
 
     /** The decoded response (special tokens skipped). */

@@ -239,4 +239,81 @@ class AdvantagesTest {
             }
         }
     }
+
+    @Test
+    void rlooByHandAndAgainstTheLeaveOneOutMean() {
+        // group {1, 0, 0, 1}: A_0 = 1 − (0+0+1)/3 = 2/3, A_1 = 0 − 2/3; a group of one keeps R (verl)
+        float[] a = Advantages.rloo(new float[] {1, 0, 0, 1, 5}, new int[] {7, 7, 7, 7, 9});
+        assertArrayEquals(new float[] {2f / 3, -2f / 3, -2f / 3, 2f / 3, 5f}, a, 1e-6f);
+        assertArrayEquals(a, AdvantageEstimator.RLOO.compute(new float[] {1, 0, 0, 1, 5}, new int[] {7, 7, 7, 7, 9}, null));
+        long seed = seed();
+        System.out.println("AdvantagesTest.rlooAgainstTheLeaveOneOutMean seed=" + seed);
+        Random rnd = new Random(seed);
+        for (int trial = 0; trial < 50; trial++) {
+            int n = 1 + rnd.nextInt(40);
+            float[] r = new float[n];
+            int[] g = new int[n];
+            for (int i = 0; i < n; i++) {
+                r[i] = rnd.nextInt(4) == 0 ? rnd.nextInt(2) : (float) (rnd.nextGaussian() * 3);
+                g[i] = rnd.nextInt(1 + rnd.nextInt(6)) * 13 - 20;
+            }
+            float[] got = Advantages.rloo(r, g);
+            for (int i = 0; i < n; i++) {  // the definition: R_i minus the mean of the others of its group
+                double others = 0;
+                int k = 0;
+                for (int j = 0; j < n; j++) if (j != i && g[j] == g[i]) { others += r[j]; k++; }
+                double want = k == 0 ? r[i] : r[i] - others / k;
+                assertEquals(want, got[i], 1e-5 * (1 + Math.abs(want)), "trial " + trial + " i " + i);
+            }
+        }
+    }
+
+    @Test
+    void reinforcePlusPlusBaselineWhitensOverTokensAsVerl() {
+        long seed = seed();
+        System.out.println("AdvantagesTest.reinforcePlusPlusBaseline seed=" + seed);
+        Random rnd = new Random(seed);
+        for (int trial = 0; trial < 50; trial++) {
+            int n = 2 + rnd.nextInt(30);
+            float[] r = new float[n];
+            int[] g = new int[n], len = new int[n];
+            for (int i = 0; i < n; i++) {
+                r[i] = rnd.nextInt(3) == 0 ? rnd.nextInt(2) : (float) rnd.nextGaussian();
+                g[i] = rnd.nextInt(1 + rnd.nextInt(5));
+                len[i] = rnd.nextInt(5) == 0 ? 0 : 1 + rnd.nextInt(40);
+            }
+            len[0] = Math.max(len[0], 2);
+            // reference: expand every trajectory into its tokens and whiten them as verl's masked_whiten
+            java.util.List<Double> tok = new java.util.ArrayList<>();
+            double[] x = new double[n];
+            for (int i = 0; i < n; i++) {
+                double mu = 0;
+                int c = 0;
+                for (int j = 0; j < n; j++) if (g[j] == g[i]) { mu += r[j]; c++; }
+                x[i] = r[i] - (c == 1 ? 0 : mu / c);
+                for (int t = 0; t < len[i]; t++) tok.add(x[i]);
+            }
+            double m = 0;
+            for (double v : tok) m += v;
+            m /= tok.size() + 1e-8;
+            double var = 0;
+            for (double v : tok) var += (v - m) * (v - m);
+            var = var / (tok.size() + 1e-8) * tok.size() / (tok.size() - 1.0);
+            float[] got = AdvantageEstimator.REINFORCE_PLUS_PLUS_BASELINE.compute(r, g, null, len);
+            for (int i = 0; i < n; i++) {
+                double want = (x[i] - m) / Math.sqrt(var + 1e-8);
+                assertEquals(want, got[i], 1e-4 * (1 + Math.abs(want)), "trial " + trial + " i " + i);
+            }
+        }
+        // by hand, one token each: x = {0.5, −0.5} → mean 0, var (0.25 + 0.25)/2 · 2/1 = 0.5 → A = ±0.5/√0.5 = ±√0.5;
+        // a group of one has μ = 0 (verl): x = R
+        float[] a = Advantages.reinforcePlusPlusBaseline(new float[] {1, 0}, new int[] {0, 0}, null);
+        assertArrayEquals(new float[] {(float) Math.sqrt(0.5), (float) -Math.sqrt(0.5)}, a, 1e-6f);
+        // with 3 tokens on the first: mean = (1.5 − 0.5)/4 = 0.25; var = (3·0.0625 + 0.5625)/4 · 4/3 = 0.25 → A = {0.5, −1.5}
+        a = Advantages.reinforcePlusPlusBaseline(new float[] {1, 0}, new int[] {0, 0}, new int[] {3, 1});
+        assertArrayEquals(new float[] {0.5f, -1.5f}, a, 1e-6f);
+        assertThrows(IllegalArgumentException.class, () -> Advantages.reinforcePlusPlusBaseline(new float[] {1}, new int[] {0}, new int[] {-1}));
+        assertEquals(AdvantageEstimator.REINFORCE_PLUS_PLUS_BASELINE, AdvantageEstimator.byName("reinforce-plus-plus-baseline"));
+        assertEquals(AdvantageEstimator.RLOO, AdvantageEstimator.byName("rloo"));
+    }
 }

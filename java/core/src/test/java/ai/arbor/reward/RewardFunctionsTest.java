@@ -59,6 +59,11 @@ class RewardFunctionsTest {
         assertEquals(-0.7, r.reward(t(WRONG, 3, 0), GOLD), 1e-12);
         assertEquals(-0.6, r.reward(t(WRONG, 4, 0), GOLD), 1e-12);
         assertEquals(-0.6, r.reward(t(WRONG, 10, 0), GOLD), 1e-12);
+        // executed calls only: 3 calls of which 2 malformed (never reached a tool) pay for one, a failed execution counts
+        assertEquals(-0.9, r.reward(new TrajectorySummary(WRONG, 3, 2, 0, false, 2), GOLD), 1e-12);
+        assertEquals(-1.0, r.reward(new TrajectorySummary(WRONG, 10, 10, 0, false, 10), GOLD), 1e-12, "garbage calls farm nothing");
+        assertEquals(-0.8, r.reward(new TrajectorySummary(WRONG, 2, 2, 0, false, 0), GOLD), 1e-12);
+        assertThrows(IllegalArgumentException.class, () -> new TrajectorySummary(WRONG, 3, 1, 0, false, 2));
         assertThrows(IllegalArgumentException.class, () -> new ToolCallReward(MathGrader.standard(), 1, -1, 0.1, -2));
     }
 

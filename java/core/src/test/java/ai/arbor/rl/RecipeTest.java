@@ -8,6 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.arbor.advantage.AdvantageEstimator;
 import ai.arbor.advantage.DegenerateGroupFilter;
+import ai.arbor.advantage.OverlongFilter;
+import ai.arbor.advantage.VoidTurnFilter;
 import ai.arbor.kernels.TokenShaping;
 import ai.arbor.advantage.ToolAwareFilter;
 import ai.arbor.kernels.ClipMode;
@@ -50,13 +52,19 @@ class RecipeTest {
     }
 
     static void assertLoss(PolicyLossConfig c, ClipMode mode, double lo, double hi, KlType kl, double beta) {
+        assertLoss(c, mode, lo, hi, kl, beta, 3.0, 0.0);
+    }
+
+    /** The loss of a recipe sampled at T 0.7; {@code dual}: verl's dual clip c (0 = off), {@code ent}: the entropy bonus. */
+    static void assertLoss(PolicyLossConfig c, ClipMode mode, double lo, double hi, KlType kl, double beta, double dual, double ent) {
         assertEquals(mode, c.clipMode());
+        assertEquals(dual, c.dualClipC(), 0, "dual clip c");
         assertEquals(lo, c.epsLow(), 0);
         assertEquals(hi, c.epsHigh(), 0);
         assertEquals(kl, c.klType());
         if (kl != KlType.NONE) assertEquals(beta, c.klCoef(), 0);
         assertEquals(LossAgg.TOKEN_MEAN, c.agg());
-        assertEquals(0.0, c.entropyCoef(), 0);
+        assertEquals(ent, c.entropyCoef(), 0);
         assertEquals((double) 0.7f, c.temperature(), 0, "the loss uses the rollout temperature");
     }
 
@@ -81,27 +89,87 @@ class RecipeTest {
     }
 
     @Test
-    void grpoTcrAndTaoRl() {
-        for (Recipe r : List.of(Recipe.GRPO_TCR, Recipe.TAO_RL)) {
-            assertEquals("chains(n=8)", r.strategy(Budget.UNLIMITED).name());
-            assertEquals(AdvantageEstimator.GRPO, r.estimator());
-            assertLoss(r.withSampling(SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.28, KlType.NONE, 0);
+    void grpoTcr() {
+        Recipe r = Recipe.GRPO_TCR;
+        assertEquals("chains(n=16)", r.strategy(Budget.UNLIMITED).name());
+        assertEquals(4, r.miniBatches());
+        assertEquals(AdvantageEstimator.GRPO, r.estimator());
+        assertLoss(r.withSampling(SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.28, KlType.NONE, 0, 10.0, 0.0);
+        RewardFunction f = r.reward().reward(arith, arithAgent);
+        // 1 if correct, else min(−0.6, −1 + 0.1·executed calls); DAPO overlong with L_max 320, buffer 64: 0 up to 256 tokens
+        assertEquals(1.0, f.reward(said("\\boxed{12}", 1, 100), List.of("12")), 1e-12);
+        assertEquals(-1.0, f.reward(said("\\boxed{13}", 0, 100), List.of("12")), 1e-12);
+        assertEquals(-0.8, f.reward(said("\\boxed{13}", 2, 100), List.of("12")), 1e-12);
+        assertEquals(-0.6, f.reward(said("\\boxed{13}", 7, 100), List.of("12")), 1e-12);
+        assertEquals(-1.0, f.reward(new TrajectorySummary("\\boxed{13}", 7, 7, 100, false, 7), List.of("12")), 1e-12,
+                "malformed calls earn nothing");
+        assertEquals(1.0 + (256 - 300) / 64.0, f.reward(said("\\boxed{12}", 1, 300), List.of("12")), 1e-12);
+        assertEquals(TokenShaping.broadcast(), r.shaping());
+        assertTrue(r.filters().isEmpty());
+    }
+
+    @Test
+    void taoRlAsReleasedAndThePapersForm() {
+        for (Recipe r : List.of(Recipe.TAO_RL, Recipe.TAO_RL_PAPER)) {
+            assertEquals("chains(n=16)", r.strategy(Budget.UNLIMITED).name());
+            assertEquals(2, r.miniBatches());
+            assertEquals(3, r.oversample(), "over-sampling ×3 and refill");
+            assertLoss(r.withSampling(SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.28, KlType.NONE, 0, 3.0, 0.001);
             RewardFunction f = r.reward().reward(arith, arithAgent);
-            // 1 if correct, else min(−0.6, −1 + 0.1·calls); DAPO overlong with L_max 320, buffer 64: 0 up to 256 tokens
-            assertEquals(1.0, f.reward(said("\\boxed{12}", 1, 100), List.of("12")), 1e-12);
-            assertEquals(-1.0, f.reward(said("\\boxed{13}", 0, 100), List.of("12")), 1e-12);
-            assertEquals(-0.8, f.reward(said("\\boxed{13}", 2, 100), List.of("12")), 1e-12);
-            assertEquals(-0.6, f.reward(said("\\boxed{13}", 7, 100), List.of("12")), 1e-12);
-            assertEquals(1.0 + (256 - 300) / 64.0, f.reward(said("\\boxed{12}", 1, 300), List.of("12")), 1e-12);
+            assertInstanceOf(OutcomeReward.class, f, "1/0 correctness, no shaping");
+            assertEquals(0.0, f.reward(said("\\boxed{13}", 3, 100), List.of("12")), 0);
+            assertEquals(1.0, f.reward(said("\\boxed{12}", 0, 319), List.of("12")), 0);
         }
-        assertEquals(TokenShaping.broadcast(), Recipe.GRPO_TCR.shaping());
-        assertTrue(Recipe.GRPO_TCR.filters().isEmpty());
-        // TAO-RL: GRPO-TCR + tool-aware filter (strength 1) + degenerate groups (std < 1e-3, singletons kept) + post-tool shaping
-        assertEquals(List.of(new ToolAwareFilter(1f), new DegenerateGroupFilter(1e-3, true)), Recipe.TAO_RL.filters());
-        TokenShaping tao = Recipe.TAO_RL.shaping();
+        // release: overlong filtered, void turns masked, degenerate groups (of the 1/0 reward) dropped; broadcast advantages
+        assertEquals(List.of(new OverlongFilter(), new VoidTurnFilter(), new DegenerateGroupFilter(1e-3, true)), Recipe.TAO_RL.filters());
+        assertEquals(TokenShaping.broadcast(), Recipe.TAO_RL.shaping());
+        // paper: plus the tool-aware filter (strength 1) and post-tool shaping α 0.01 on the top 20 %
+        assertEquals(List.of(new OverlongFilter(), new VoidTurnFilter(), new ToolAwareFilter(1f), new DegenerateGroupFilter(1e-3, true)),
+                Recipe.TAO_RL_PAPER.filters());
+        TokenShaping tao = Recipe.TAO_RL_PAPER.shaping();
         assertEquals(TokenShaping.Mode.TAO_RL, tao.mode());
         assertEquals(0.01f, tao.coef(), 0);
         assertEquals(0.2, tao.topFraction(), 0);
+    }
+
+    @Test
+    void cort() {
+        Recipe r = Recipe.CORT;
+        assertEquals("chains(n=8)", r.strategy(Budget.UNLIMITED).name());
+        assertEquals(2, r.miniBatches());
+        assertEquals(0.6f, r.sampling().temperature(), 0);
+        assertEquals(0.95f, r.sampling().topP(), 0);
+        assertEquals((double) 0.6f, r.loss().temperature(), 0);
+        assertLoss(r.withSampling(SamplingParams.temperature(0.7f)).loss(), ClipMode.PPO, 0.2, 0.2, KlType.K3, 0.001, 3.0, 0.001);
+        RewardFunction f = r.reward().reward(arith, arithAgent);
+        // 1/0 plus −0.1 when no code ran or every execution failed
+        assertEquals(1.0, f.reward(new TrajectorySummary("\\boxed{12}", 1, 0, 50, false), List.of("12")), 1e-12);
+        assertEquals(0.9, f.reward(new TrajectorySummary("\\boxed{12}", 0, 0, 50, false), List.of("12")), 1e-12);
+        assertEquals(-0.1, f.reward(new TrajectorySummary("\\boxed{13}", 2, 2, 50, false), List.of("12")), 1e-12);
+        assertEquals(0.0, f.reward(new TrajectorySummary("\\boxed{13}", 2, 1, 50, false), List.of("12")), 1e-12);
+        // cort-think: the answer counts only after </think>
+        RewardFunction t = Recipe.CORT_THINK.reward().reward(arith, arithAgent);
+        assertEquals(0.0, t.reward(new TrajectorySummary("\\boxed{12}", 1, 0, 50, false), List.of("12")), 1e-12);
+        assertEquals(1.0, t.reward(new TrajectorySummary("<think>\\boxed{7}</think>\\boxed{12}", 1, 0, 50, false), List.of("12")), 1e-12);
+        assertEquals(0.0, t.reward(new TrajectorySummary("<think>\\boxed{12}</think>no", 1, 0, 50, false), List.of("12")), 1e-12);
+    }
+
+    @Test
+    void everyReleasedRecipeHasDualClipAndItsOwnNAndMiniBatches() {
+        // docs/algorithms.md §6: n and optimizer steps per rollout batch of the released runs
+        Object[][] want = {{Recipe.GRPO, 8, 1}, {Recipe.GRPO_TCR, 16, 4}, {Recipe.TREE_GRPO, 6, 8}, {Recipe.ARPO, 16, 8},
+                {Recipe.AEPO, 16, 8}, {Recipe.TAO_RL, 16, 2}, {Recipe.CORT, 8, 2}};
+        for (Object[] w : want) {
+            Recipe r = (Recipe) w[0];
+            assertEquals(w[1], r.trajectoriesPerPrompt(), r + " n");
+            assertEquals(w[2], r.miniBatches(), r + " mini-batches");
+            assertTrue(r.loss().dualClipC() > 1, r + ": verl's vanilla loss has dual clip");
+        }
+        Recipe g = Recipe.GRPO.withEstimator(AdvantageEstimator.RLOO).withLoss(PolicyLossConfig.cispo()).withOversample(2);
+        assertEquals(AdvantageEstimator.RLOO, g.estimator());
+        assertEquals(ClipMode.CISPO, g.loss().clipMode());
+        assertEquals(2, g.oversample());
+        assertEquals(Recipe.GRPO.trajectoriesPerPrompt(), g.trajectoriesPerPrompt());
     }
 
     @Test
@@ -115,7 +183,7 @@ class RecipeTest {
         assertEquals(AdvantageEstimator.TREE_GRPO, r.estimator());
         assertEquals(TokenShaping.broadcast(), r.shaping());
         PolicyLossConfig c = r.withSampling(SamplingParams.temperature(0.7f)).loss();
-        assertLoss(c, ClipMode.DUAL_CLIP, 0.2, 0.2, KlType.K3, 0.001);
+        assertLoss(c, ClipMode.PPO, 0.2, 0.2, KlType.K3, 0.001);
         assertEquals(3.0, c.dualClipC(), 0);
         // QA: exact match with format terms 1 / 0.8 / 0.2 / 0.1 (well-formed = calls with results, then one answer)
         RewardFunction f = r.reward().reward(kb, kb.agentConfig(SamplingParams.temperature(1f)));
@@ -165,7 +233,7 @@ class RecipeTest {
         assertEquals("chains(n=8)", Recipe.RFT.strategy(Budget.UNLIMITED).name());
         for (Recipe r : Recipe.values()) assertEquals(r, Recipe.byName(r.name()));
         assertEquals(Recipe.TREE_GRPO, Recipe.byName(" Tree_GRPO "));
-        assertEquals(List.of("sft", "rft", "grpo", "grpo-tcr", "tree-grpo", "arpo", "aepo", "tao-rl"),
+        assertEquals(List.of("sft", "rft", "grpo", "grpo-tcr", "tree-grpo", "arpo", "aepo", "tao-rl", "tao-rl-paper", "cort", "cort-think"),
                 Recipe.values().stream().map(Recipe::name).toList());
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Recipe.byName("ppo"));
         assertTrue(e.getMessage().contains("tree-grpo"), e.getMessage());

@@ -88,7 +88,7 @@ class StepPipelineTest {
     }
 
     @Test
-    void taoRlFiltersToolFailuresAndDegenerateGroups() {
+    void taoRlPaperFiltersToolFailuresAndDegenerateGroups() {
         ToolCallRecord failed = new ToolCallRecord(0, "python", "x", ToolCallStatus.TOOL_ERROR, 0, "err", null, false);
         boolean[] m2 = {true, true};
         List<Scored> s = List.of(
@@ -96,12 +96,16 @@ class StepPipelineTest {
                 scored(0, traj(0, new int[] {10, 12}, m2, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 1),
                 scored(1, traj(0, new int[] {10, 13}, m2, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 1),
                 scored(1, traj(0, new int[] {10, 14}, m2, ones(2, 1f), new boolean[2], List.of(failed), Termination.ANSWER), 0));
-        StepPipeline.Prepared p = new StepPipeline(Recipe.TAO_RL, TOK).prepare(s);
+        StepPipeline.Prepared p = new StepPipeline(Recipe.TAO_RL_PAPER, TOK).prepare(s);
         // group 0 has equal rewards (degenerate: out); in group 1 the trajectory whose only call failed is out
         assertArrayEquals(new int[] {2}, p.batch().source());
         assertEquals(3, p.filter().excludedCount(), "three trajectories leave the loss");
         float a = (float) (0.5 / (Math.sqrt(0.5) + 1e-6));
         assertArrayEquals(new float[] {a, a}, p.batch().advantage(), 1e-6f, "no post-tool token: nothing shaped");
+        // as released (no tool-aware filter): the failed-call trajectory stays in the loss
+        StepPipeline.Prepared rel = new StepPipeline(Recipe.TAO_RL, TOK).prepare(s);
+        assertArrayEquals(new int[] {2, 3}, rel.batch().source());
+        assertArrayEquals(new float[] {a, a, -a, -a}, rel.batch().advantage(), 1e-6f, "released: broadcast advantages");
     }
 
     @Test
@@ -150,7 +154,7 @@ class StepPipelineTest {
                         new float[] {1f, 0f, 0f, 2f, 6f}, new boolean[] {false, false, false, true, true}, List.of(ok), Termination.ANSWER), 1),
                 scored(0, traj(0, new int[] {10, 13}, new boolean[] {true, true}, new float[] {3f, 4f}, new boolean[2],
                         List.of(), Termination.ANSWER), 0));
-        TokenBatch b = new StepPipeline(Recipe.TAO_RL, TOK).prepare(s).batch();
+        TokenBatch b = new StepPipeline(Recipe.TAO_RL_PAPER, TOK).prepare(s).batch();
         // valid entropies (1, 2, 6, 3, 4): mean 3.2, unbiased var 3.7; two post-tool tokens, k = ⌈0.2·2⌉ = 1:
         // only the highest (H = 6) is shaped, Ã = A·(1 + 0.01·(6 − 3.2)/√(3.7 + 1e-8)) (docs/algorithms.md §3)
         double a = 0.5 / (Math.sqrt(0.5) + 1e-6);
@@ -159,6 +163,24 @@ class StepPipelineTest {
         assertArrayEquals(new int[] {10, 11, 12, 10, 13}, b.label());
         for (int k = 0; k < 5; k++) assertEquals(expected[k], b.advantage()[k], 1e-6, "row " + k);
         assertArrayEquals(new boolean[] {false, true, true, false, false}, b.postTool());
+    }
+
+    @Test
+    void dynamicSamplingKeepsTheFirstInformativeGroupsJudgedOnCorrectness() {
+        boolean[] m = {true};
+        // groups 0 (all correct), 1 (mixed), 2 (mixed, but only by a shaped reward: correctness all 0), 3 (mixed)
+        List<Scored> s = new java.util.ArrayList<>();
+        double[][] rewards = {{1, 1}, {1, 0}, {-0.7, -1}, {0, 1}};
+        boolean[][] correct = {{true, true}, {true, false}, {false, false}, {false, true}};
+        for (int g = 0; g < 4; g++)
+            for (int j = 0; j < 2; j++)
+                s.add(new Scored(PROBLEM, g, traj(0, new int[] {10 + g}, m, ones(1, 1f), new boolean[1], List.of(), Termination.ANSWER),
+                        rewards[g][j], correct[g][j], false));
+        List<Scored> kept = StepPipeline.dynamicSample(s, 1);
+        assertEquals(List.of(s.get(2), s.get(3)), kept, "the first informative group only (target 1)");
+        kept = StepPipeline.dynamicSample(s, 5);
+        assertEquals(List.of(s.get(2), s.get(3), s.get(6), s.get(7)), kept, "groups 1 and 3; group 2 differs only in the shaped reward");
+        assertThrows(IllegalArgumentException.class, () -> StepPipeline.dynamicSample(s, 0));
     }
 
     @Test

@@ -55,13 +55,6 @@ public final class TrainCommand implements Callable<Integer> {
     static final class RunOptions {
         private static final TrainingRun.Options D = TrainingRun.Options.defaults();
 
-        /**
-         * Trajectories per prompt for every recipe unless {@code --group-size} says otherwise. The command line has
-         * always trained every recipe with 8 (its runs in results/ compare at that n), so it stays the override's
-         * default; {@code --group-size 0} trains each recipe with its own n.
-         */
-        static final int DEFAULT_GROUP_SIZE = 8;
-
         @Option(names = "--task", defaultValue = "arith", description = "arith or kb (default ${DEFAULT-VALUE}).")
         String task;
 
@@ -89,9 +82,16 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--prompts", description = "Prompts per RL step (default 16).")
         Integer prompts;
 
-        @Option(names = "--group-size", defaultValue = "" + DEFAULT_GROUP_SIZE,
-                description = "Trajectories per prompt (chains n, ARPO/AEPO paths, Tree-GRPO 3 per tree; default ${DEFAULT-VALUE}; 0 = the recipe's own).")
-        int groupSize;
+        @Option(names = "--group-size",
+                description = "Trajectories per prompt (chains n, ARPO/AEPO paths, Tree-GRPO 3 per tree; default: the recipe's own n, docs/algorithms.md §6).")
+        Integer groupSize;
+
+        @Option(names = "--estimator", description = "Sequence advantages instead of the recipe's: grpo, dr_grpo, tree_grpo, rloo or reinforce_plus_plus_baseline.")
+        String estimator;
+
+        @Option(names = "--policy-loss", description = {"Surrogate instead of the recipe's (docs/algorithms.md §8), with its verl defaults:",
+                "cispo (ε 1 / 0.2, token-mean), gspo or gspo-sequence (ε 3e-4 / 4e-4, seq-mean-token-mean); the recipe's KL and entropy terms are kept."})
+        String policyLoss;
 
         @Option(names = "--budget", description = "Per-prompt rollout budget in generated tokens (0 = none; strategies then add work until it is reached).")
         long budgetTokens;
@@ -114,7 +114,7 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--ppo-epochs", description = "Passes over each RL batch (default 1).")
         Integer ppoEpochs;
 
-        @Option(names = "--mini-batches", description = "Optimizer steps per pass (default 1).")
+        @Option(names = "--mini-batches", description = "Optimizer steps per pass (default: the recipe's own, docs/algorithms.md §6).")
         Integer miniBatches;
 
         @Option(names = "--old-logprobs", description = "auto, behaviour or recompute (auto: recompute when a batch is used for more than one step).")
@@ -146,9 +146,14 @@ public final class TrainCommand implements Callable<Integer> {
 
         /** The run these options describe for {@code recipe}, {@code seed} and {@code init} (null: an SFT cold start). */
         TrainingRun.Options options(Recipe recipe, long seed, Path init, Path out) {
-            if (groupSize < 0) throw new IllegalArgumentException("--group-size must be >= 0 (0 = the recipe's own), got " + groupSize);
-            Recipe r = recipe.withTrajectoriesPerPrompt(groupSize);
+            Recipe r = recipe;
+            if (groupSize != null) {
+                if (groupSize < 1) throw new IllegalArgumentException("--group-size must be >= 1 (leave it out for the recipe's own), got " + groupSize);
+                r = r.withTrajectoriesPerPrompt(groupSize);
+            }
             if (miniBatches != null) r = r.withMiniBatches(miniBatches);
+            if (estimator != null) r = r.withEstimator(ai.arbor.advantage.AdvantageEstimator.byName(estimator));
+            if (policyLoss != null) r = r.withLoss(policyLoss(policyLoss, r.loss()));
             if (temperature != null) {
                 if (!(temperature > 0) || temperature.isInfinite())
                     throw new IllegalArgumentException("--temperature must be finite and > 0 (greedy evaluation is its own row), got " + temperature);
@@ -171,6 +176,19 @@ public final class TrainCommand implements Callable<Integer> {
             TrainingRun.Eval de = D.eval();
             TrainingRun.Eval eval = new TrainingRun.Eval(or(evalProblems, de.problems()), or(evalSamples, de.samples()), !noGreedy, de.before());
             return new TrainingRun.Options(r, setup, sft, rl, eval);
+        }
+
+        /** The surrogate named {@code name} with the recipe's KL, entropy bonus and temperature. */
+        static ai.arbor.kernels.PolicyLossConfig policyLoss(String name, ai.arbor.kernels.PolicyLossConfig recipe) {
+            ai.arbor.kernels.PolicyLossConfig base = switch (name.trim().toLowerCase(Locale.ROOT)) {
+                case "cispo" -> ai.arbor.kernels.PolicyLossConfig.cispo();
+                case "gspo" -> ai.arbor.kernels.PolicyLossConfig.gspo();
+                case "gspo-sequence", "gspo_sequence" -> ai.arbor.kernels.PolicyLossConfig.gspo().toBuilder()
+                        .clipMode(ai.arbor.kernels.ClipMode.GSPO_SEQUENCE).build();
+                default -> throw new IllegalArgumentException("--policy-loss must be cispo, gspo or gspo-sequence, got '" + name + "'");
+            };
+            return base.toBuilder().klType(recipe.klType()).klCoef(recipe.klCoef()).entropyCoef(recipe.entropyCoef())
+                    .temperature(recipe.temperature()).build();
         }
 
         static RlTrainer.OldLogprobs oldLogprobs(String name) {

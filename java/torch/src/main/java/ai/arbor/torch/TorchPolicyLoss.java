@@ -119,6 +119,22 @@ public final class TorchPolicyLoss {
             TorchTensors.requireDevice(ids, TorchTensors.device(logits), "seqIds");
         }
         long ns = seq ? Math.max(1, rows) : 0;  // ids are row indices at most
+        if (cfg.clipMode().isGspo()) {
+            // GSPO's per-sequence pre-pass (PolicyLoss.gspoAnchor) on host copies of O(rows) values, after one
+            // statistics pass for the current log-probs; the anchors go back to the logits' device
+            Tensor lp0 = TorchTokenStats.forward(logits, lab, (float) cfg.temperature(), m.gt(new Scalar(0.0)), vocabLimit).logprob();
+            long[] idl = TorchTensors.hostLongs(ids);
+            int[] idi = new int[idl.length];
+            for (int r = 0; r < idi.length; r++) idi[r] = (int) idl[r];
+            int n = Math.toIntExact(rows);
+            float[] o2 = new float[n], a2 = new float[n];
+            PolicyLoss.gspoAnchor(cfg.clipMode(), TorchTensors.hostFloats(lp0), TorchTensors.hostFloats(old), TorchTensors.hostFloats(adv),
+                    TorchTensors.hostFloats(m), idi, o2, a2);
+            old = TorchTensors.empty(logits, new long[] {rows}, ScalarType.Float);
+            old.copy_(Tensor.create(o2, rows));
+            adv = TorchTensors.empty(logits, new long[] {rows}, ScalarType.Float);
+            adv.copy_(Tensor.create(a2, rows));
+        }
 
         long[] lead = TorchTensors.leadingShape(logits);
         Tensor lp = TorchTensors.empty(logits, lead, ScalarType.Float);

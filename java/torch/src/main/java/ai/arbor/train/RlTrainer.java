@@ -166,8 +166,20 @@ public final class RlTrainer implements AutoCloseable {
         Map<String, Object> m = new LinkedHashMap<>(Scored.rolloutMetrics(r.scored(), r.batch()));
         m.put("rollout_seconds", r.seconds());
         long t1 = System.nanoTime();
-        if (config.recipe().kind() == Recipe.Kind.REJECTION_SAMPLING) rftUpdate(m, r.scored());
-        else policyUpdate(m, r.scored(), seed);
+        List<Scored> train = r.scored();
+        int k = config.recipe().oversample();
+        if (k > 1 && config.recipe().kind() == Recipe.Kind.POLICY_GRADIENT) {
+            // DAPO dynamic sampling: the caller passed k× the step's prompts (TrainingRun does); train on the first
+            // informative groups up to the step's prompt count
+            int target = Math.max(1, (problems.size() + k - 1) / k);
+            train = StepPipeline.dynamicSample(r.scored(), target);
+            int kept = (int) train.stream().mapToInt(Scored::group).distinct().count();
+            m.put("dynamic/offered_groups", problems.size());
+            m.put("dynamic/kept_groups", kept);
+            m.put("dynamic/target_groups", target);
+        }
+        if (config.recipe().kind() == Recipe.Kind.REJECTION_SAMPLING) rftUpdate(m, train);
+        else policyUpdate(m, train, seed);
         afterUpdate.run();
         m.put("train_seconds", (System.nanoTime() - t1) / 1e9);
         m.put("seconds", (System.nanoTime() - t0) / 1e9);

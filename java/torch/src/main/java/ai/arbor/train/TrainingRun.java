@@ -323,8 +323,10 @@ public final class TrainingRun {
             Collections.shuffle(order, rnd);
             int at = 0;
             for (int s = 0; s < o.rl().steps(); s++) {
-                List<Problem> batch = new ArrayList<>(o.rl().promptsPerStep());
-                while (batch.size() < o.rl().promptsPerStep()) {
+                // dynamic sampling (Recipe.oversample > 1) rolls out k× the prompts and trains on the informative groups
+                int draw = o.rl().promptsPerStep() * (recipe.kind() == Recipe.Kind.POLICY_GRADIENT ? recipe.oversample() : 1);
+                List<Problem> batch = new ArrayList<>(draw);
+                while (batch.size() < draw) {
                     if (at == order.size()) {
                         Collections.shuffle(order, rnd);
                         at = 0;

@@ -100,17 +100,24 @@ class TrainCommandTest {
         assertEquals(50, o.sft().optim().warmupSteps(), "SFT warms up over a tenth of its 1000 steps, at most 50");
         assertEquals(1.0f, o.recipe().sampling().temperature());
 
-        // --group-size defaults to 8 for every recipe; 0 keeps the recipe's own n
-        assertEquals(16, Recipe.AEPO.trajectoriesPerPrompt());
-        assertEquals(8, parsed("--recipe", "aepo").recipe().trajectoriesPerPrompt());
-        assertEquals(16, parsed("--recipe", "aepo", "--group-size", "0").recipe().trajectoriesPerPrompt());
-        assertEquals(6, parsed("--recipe", "tree-grpo", "--group-size", "6").recipe().trajectoriesPerPrompt());
+        // without --group-size / --mini-batches every recipe keeps its own n and mini-batch count
+        for (Recipe rec : Recipe.values()) {
+            TrainingRun.Options own = parsed("--recipe", rec.name());
+            assertEquals(rec.trajectoriesPerPrompt(), own.recipe().trajectoriesPerPrompt(), rec + " n");
+            assertEquals(rec.miniBatches(), own.recipe().miniBatches(), rec + " mini-batches");
+            assertEquals(rec.loss(), own.recipe().loss(), rec + " loss");
+        }
+        assertEquals(16, parsed("--recipe", "aepo").recipe().trajectoriesPerPrompt());
+        assertEquals(6, parsed("--recipe", "tree-grpo").recipe().trajectoriesPerPrompt());
+        assertEquals(4, parsed("--recipe", "tree-grpo", "--group-size", "4").recipe().trajectoriesPerPrompt());
+        assertEquals(Recipe.TREE_GRPO.miniBatches(), parsed("--recipe", "tree-grpo", "--group-size", "4").recipe().miniBatches(),
+                "--group-size replaces n only");
 
         // a recipe flag replaces that value only: the rest of the recipe is the paper's
-        TrainingRun.Options t = parsed("--recipe", "tao-rl", "--temperature", "0.7", "--mini-batches", "2");
+        TrainingRun.Options t = parsed("--recipe", "tao-rl", "--temperature", "0.7", "--mini-batches", "3");
         assertEquals(0.7f, t.recipe().sampling().temperature());
         assertEquals(0.7f, (float) t.recipe().loss().temperature(), "the loss follows the sampler");
-        assertEquals(2, t.recipe().miniBatches());
+        assertEquals(3, t.recipe().miniBatches());
         assertEquals(Recipe.TAO_RL.loss().epsHigh(), t.recipe().loss().epsHigh());
         assertEquals(Recipe.TAO_RL.filters(), t.recipe().filters());
 
@@ -126,6 +133,15 @@ class TrainCommandTest {
 
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> parsed("--group-size", "-1"));
         assertTrue(e.getMessage().contains("-1"), e.getMessage());
+        TrainingRun.Options est = parsed("--recipe", "grpo", "--estimator", "rloo", "--policy-loss", "gspo");
+        assertEquals(ai.arbor.advantage.AdvantageEstimator.RLOO, est.recipe().estimator());
+        assertEquals(ai.arbor.kernels.ClipMode.GSPO_TOKEN, est.recipe().loss().clipMode());
+        assertEquals(Recipe.GRPO.loss().klCoef(), est.recipe().loss().klCoef(), "the recipe's KL is kept");
+        assertEquals(3e-4, est.recipe().loss().epsLow(), 0);
+        e = assertThrows(IllegalArgumentException.class, () -> parsed("--policy-loss", "ppo2"));
+        assertTrue(e.getMessage().contains("ppo2"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> parsed("--group-size", "0"));
+        assertTrue(e.getMessage().contains("got 0"), e.getMessage());
         e = assertThrows(IllegalArgumentException.class, () -> parsed("--temperature", "0"));
         assertTrue(e.getMessage().contains("0.0"), e.getMessage());
         e = assertThrows(IllegalArgumentException.class, () -> parsed("--old-logprobs", "later"));

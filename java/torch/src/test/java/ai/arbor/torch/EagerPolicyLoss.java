@@ -61,6 +61,23 @@ public final class EagerPolicyLoss {
         Tensor a = torch.where(valid, advantages.reshape(rows).to(ScalarType.Float), zero);
 
         Tensor d = torch.clamp(lp.sub(old), opt(-20.0), opt(20.0));
+        if (cfg.clipMode().isGspo()) {
+            // verl compute_policy_loss_gspo: mean log-ratio per sequence over its valid tokens (length clamped
+            // >= 1); token form sg(log s_i) + lp − sg(lp), the sequence form log s_i itself (full gradient) with
+            // the sequence's mean advantage; clamped <= 10
+            Tensor idc = seqIds.reshape(rows).to(ScalarType.Long).clamp_min(new Scalar(0));
+            Tensor len = torch.index_add(torch.zeros_like(m), 0, idc, m);
+            Tensor seqD = torch.index_add(torch.zeros_like(m), 0, idc, m.mul(lp.sub(old))).div(len.clamp_min(new Scalar(1.0)));
+            Tensor logS;
+            if (cfg.clipMode() == ClipMode.GSPO_SEQUENCE) {
+                logS = torch.index_select(seqD, 0, idc);
+                Tensor seqA = torch.index_add(torch.zeros_like(m), 0, idc, m.mul(a)).div(len.clamp_min(new Scalar(1e-30)));
+                a = torch.where(valid, torch.index_select(seqA, 0, idc), zero);
+            } else {
+                logS = lp.sub(lp.detach()).add(torch.index_select(seqD, 0, idc).detach());
+            }
+            d = torch.clamp_max(logS, new Scalar(10.0));
+        }
         Tensor r = d.exp();
         double lo = 1.0f - (float) cfg.epsLow(), hi = 1.0f + (float) cfg.epsHigh();
         Tensor l1 = a.neg().mul(r);
@@ -72,8 +89,10 @@ public final class EagerPolicyLoss {
             Tensor selected = h == null ? top : h.detach().ge(new Scalar((double) aepoEntropyThreshold)).logical_and(top);
             clipped = torch.where(selected, sg, clipped);
         }
-        Tensor loss = torch.maximum(l1, a.neg().mul(clipped));
-        if (cfg.clipMode() == ClipMode.DUAL_CLIP) {
+        Tensor loss = cfg.clipMode() == ClipMode.CISPO
+                ? clipped.detach().mul(a).mul(lp).neg()   // verl compute_policy_loss_cispo: −sg(clip(r))·A·logπ
+                : torch.maximum(l1, a.neg().mul(clipped));
+        if (cfg.dualClipC() > 0) {
             Tensor cap = a.neg().mul(new Scalar((double) (float) cfg.dualClipC()));
             loss = torch.where(a.lt(new Scalar(0.0)), torch.minimum(loss, cap), loss);
         }

@@ -40,6 +40,8 @@ class TorchPolicyLossTest {
         for (int r = 0; r < rows; r++) {
             double u = rnd.nextDouble();
             mask[r] = u < 0.75 ? 1f : (u < 0.88 ? 0f : (float) (0.1 + 0.9 * rnd.nextDouble()));
+            // GSPO's sequence form equals its kernel form when every sequence's mask sum is >= 1 (binary masks)
+            if (cfg.clipMode() == ClipMode.GSPO_SEQUENCE && mask[r] > 0) mask[r] = 1f;
             if (left-- == 0) {
                 seq++;
                 left = rnd.nextInt(6);
@@ -105,7 +107,9 @@ class TorchPolicyLossTest {
         for (ClipMode clip : ClipMode.values())
             for (KlType kl : KlType.values())
                 for (LossAgg agg : LossAgg.values()) {
+                    if (clip.isGspo() && agg != LossAgg.SEQ_MEAN_TOKEN_MEAN) continue;  // verl's GSPO aggregation only
                     PolicyLossConfig cfg = PolicyLossConfig.builder().clipMode(clip).klType(kl).agg(agg).epsHigh(0.28)
+                            .dualClipC(clip.allowsDualClip() && rnd.nextBoolean() ? 3 : 0)
                             .klCoef(0.2).entropyCoef(rnd.nextBoolean() ? 0 : 0.02).temperature(rnd.nextBoolean() ? 1 : 0.8)
                             .build();
                     int rows = 1 + rnd.nextInt(40), vocab = 2 + rnd.nextInt(200);

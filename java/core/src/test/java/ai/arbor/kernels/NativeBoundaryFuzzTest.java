@@ -1241,13 +1241,15 @@ class NativeBoundaryFuzzTest {
     // =============================================================================================
 
     static PolicyLossConfig randomConfig(Random r) {
-        PolicyLossConfig c = switch (r.nextInt(4)) {
+        PolicyLossConfig c = switch (r.nextInt(6)) {
             case 0 -> PolicyLossConfig.grpoTcr();
             case 1 -> PolicyLossConfig.treeGrpo();
             case 2 -> PolicyLossConfig.aepo().toBuilder().aepoTopEntropyFraction(r.nextBoolean() ? 1.0 : 0.5).build();
+            case 3 -> PolicyLossConfig.cispo();
+            case 4 -> PolicyLossConfig.gspo();
             default -> PolicyLossConfig.defaults();
         };
-        if (r.nextInt(3) == 0) c = c.toBuilder().agg(LossAgg.values()[r.nextInt(LossAgg.values().length)]).build();
+        if (r.nextInt(3) == 0 && !c.clipMode().isGspo()) c = c.toBuilder().agg(LossAgg.values()[r.nextInt(LossAgg.values().length)]).build();
         if (r.nextInt(4) == 0) c = c.toBuilder().entropyCoef(0.01).temperature(0.7).build();
         return c;
     }
@@ -1259,7 +1261,8 @@ class NativeBoundaryFuzzTest {
         return switch (r.nextInt(8)) {
             case 0 -> new Object[] {(FuzzHarness.Call) () -> b.epsLow(v).build(), "epsLow must be in [0, 1], got " + v};
             case 1 -> new Object[] {(FuzzHarness.Call) () -> b.epsHigh(-Math.abs(v) - 1e-3).build(), "epsHigh must be finite and >= 0"};
-            case 2 -> new Object[] {(FuzzHarness.Call) () -> b.dualClipC(v > 1 && v < 1e9 ? 0.5 : v).build(), "dualClipC must be finite and > 1"};
+            case 2 -> new Object[] {(FuzzHarness.Call) () -> b.dualClipC((v > 1 && v < 1e9) || v == 0 ? 0.5 : v).build(),
+                    "dualClipC must be 0 (off) or finite and > 1"};
             case 3 -> new Object[] {(FuzzHarness.Call) () -> b.aepoTopEntropyFraction(v).build(), "aepoTopEntropyFraction must be in (0, 1], got " + v};
             case 4 -> new Object[] {(FuzzHarness.Call) () -> b.klCoef(-Math.abs(v) - 1e-3).build(), "klCoef must be finite and >= 0"};
             case 5 -> new Object[] {(FuzzHarness.Call) () -> b.entropyCoef(Double.isFinite(v) ? Double.NaN : v).build(), "entropyCoef must be finite"};
@@ -1492,6 +1495,8 @@ class NativeBoundaryFuzzTest {
         Pl p = Pl.random(r, false);
         int n = p.rows;
         if (p.cfg.selectsByEntropy() && form >= 3) p.cfg = PolicyLossConfig.aepo();  // stages take the threshold
+        // GSPO through memory takes the caller's anchors (PolicyLoss.gspoAnchor); the convenience forms reject it
+        if (p.cfg.clipMode().isGspo()) p.cfg = PolicyLossConfig.cispo();
         boolean seq = p.cfg.agg().needsSequences();
         long[] ns = {seq ? Math.max(1, n) : 0};
         // refs: 0 logits, 1 labels, 2 old, 3 adv, 4 mask, 5 ref, 6 seqIds, 7 grad, 8 workspace, 9 weights, 10 sums, 11 counts, 12 logprob, 13 entropy

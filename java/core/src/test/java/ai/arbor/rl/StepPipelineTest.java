@@ -166,6 +166,27 @@ class StepPipelineTest {
     }
 
     @Test
+    void summaryCountsMalformedCallsSoGrpoTcrPaysExecutedCallsOnly() {
+        List<ToolCallRecord> calls = new java.util.ArrayList<>();
+        ToolCallStatus[] st = {ToolCallStatus.MALFORMED, ToolCallStatus.UNKNOWN_TOOL, ToolCallStatus.TOOL_ERROR, ToolCallStatus.OK};
+        for (ToolCallStatus x : st) calls.add(new ToolCallRecord(0, "python", "x", x, 0, "o", null, false));
+        Trajectory t = traj(0, new int[] {10, 11}, new boolean[] {true, true}, ones(2, 1f), new boolean[2], calls, Termination.ANSWER);
+        var sum = t.summary(TOK);
+        assertEquals(4, sum.toolCalls());
+        assertEquals(3, sum.toolFailures());
+        assertEquals(2, sum.malformedCalls(), "malformed and unknown-tool calls never reached a tool");
+        assertEquals(2, sum.executedCalls());
+        // a wrong answer with 2 executed calls: min(−0.6, −1 + 0.2) = −0.8 (the overlong term is 0 at 2 tokens)
+        var task = ai.arbor.task.TrainingTask.create("arith", 1, 4, 2);
+        try {
+            var f = Recipe.GRPO_TCR.reward().reward(task, task.agentConfig(ai.arbor.kernels.SamplingParams.temperature(1f)));
+            assertEquals(-0.8, f.reward(sum, List.of("12345")), 1e-12);
+        } finally {
+            task.close();
+        }
+    }
+
+    @Test
     void dynamicSamplingKeepsTheFirstInformativeGroupsJudgedOnCorrectness() {
         boolean[] m = {true};
         // groups 0 (all correct), 1 (mixed), 2 (mixed, but only by a shaped reward: correctness all 0), 3 (mixed)

@@ -80,6 +80,8 @@ class NativeBoundaryFuzzTest {
     static final Class<?>[] KERNEL_CLASSES = {TokenStats.class, PolicyLoss.class, Sampler.class, TokenAdvantages.class};
     static final Map<String, String> NOT_NATIVE = Map.of(
             "PolicyLoss.aepoEntropyThreshold(double,float[],float[])", "Java only (a sort); fuzzed through the AEPO entries",
+            "PolicyLoss.gspoAnchor(ClipMode,float[],float[],float[],float[],int[],float[],float[])",
+            "Java only (O(T) sums); fuzzed through the GSPO configs of the array entries",
             "TokenAdvantages.postToolFlags(int[],byte[])", "Java only; fuzzed below for exceptions",
             "TokenAdvantages.seqIdsOf(int[])", "Java only; fuzzed below for exceptions");
 

@@ -149,6 +149,26 @@ class TrainCommandTest {
     }
 
     @Test
+    void taoRlOversamplesAndCortTrainsEndToEnd(@TempDir Path dir) throws Exception {
+        // tao-rl rolls out 3× the prompts (2 → 6 groups) and trains on at most 2 informative ones
+        Path tao = dir.resolve("tao");
+        run(concat(concat(new String[] {"train"}, TINY), "--recipe", "tao-rl", "--out", tao.toString()));
+        List<Map<String, Object>> rl = jsonl(tao.resolve("metrics.jsonl")).stream().filter(r -> "rl".equals(r.get("phase"))).toList();
+        assertEquals(2, rl.size());
+        for (Map<String, Object> r : rl) {
+            assertEquals(6, ((Number) r.get("dynamic/offered_groups")).intValue(), r.toString());
+            assertEquals(2, ((Number) r.get("dynamic/target_groups")).intValue(), r.toString());
+            int kept = ((Number) r.get("dynamic/kept_groups")).intValue();
+            assertTrue(kept >= 0 && kept <= 2, r.toString());
+        }
+        // cort samples at T 0.6 / top-p 0.95 and trains with its KL and entropy terms
+        Path cort = dir.resolve("cort");
+        String text = run(concat(concat(new String[] {"train"}, TINY), "--recipe", "cort", "--out", cort.toString()));
+        assertTrue(text.contains("recipe cort"), text);
+        assertEquals(2, jsonl(cort.resolve("metrics.jsonl")).stream().filter(r -> "rl".equals(r.get("phase"))).count());
+    }
+
+    @Test
     void trainWritesMetricsPlotTableAndCheckpointThenEvalAndCompare(@TempDir Path dir) throws Exception {
         Path out = dir.resolve("run");
         String text = run(concat(concat(new String[] {"train"}, TINY), "--recipe", "grpo", "--out", out.toString()));

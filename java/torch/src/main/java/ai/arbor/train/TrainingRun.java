@@ -316,7 +316,10 @@ public final class TrainingRun {
              RlTrainer rl = new RlTrainer(task, tok, trainer, gen, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))) {
             listener.phase(o.recipe().name(), o.rl().steps());
             listener.message("rl: " + o.recipe().name() + ", " + rl.strategy().name() + ", loss " + rl.lossConfig().clipMode()
-                    + " " + rl.lossConfig().epsLow() + "/" + rl.lossConfig().epsHigh() + ", KL " + rl.lossConfig().klType()
+                    + " " + rl.lossConfig().epsLow() + "/" + rl.lossConfig().epsHigh() + (rl.lossConfig().dualClipC() > 0
+                    ? " dual-clip " + rl.lossConfig().dualClipC() : "") + ", KL " + rl.lossConfig().klType()
+                    + ", n " + recipe.trajectoriesPerPrompt() + ", mini-batches " + recipe.miniBatches()
+                    + (recipe.oversample() > 1 ? ", over-sampling x" + recipe.oversample() : "")
                     + ", shaping " + recipe.shaping().mode() + ", filters " + recipe.filters());
             Random rnd = new Random(Seeds.derive(o.setup().seed(), 17));
             List<Problem> order = new ArrayList<>(task.train());

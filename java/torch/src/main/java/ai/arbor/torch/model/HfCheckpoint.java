@@ -358,7 +358,13 @@ public final class HfCheckpoint {
             plan.put(file, copy);
         }
         List<String> missing = want.keySet().stream().filter(n -> !found.containsKey(n)).toList();
-        if (!missing.isEmpty()) throw new IllegalArgumentException(dir + ": missing tensors " + missing);
+        if (!missing.isEmpty()) {
+            String first = missing.get(0);
+            if (where.containsKey(first))
+                throw new IllegalArgumentException(where.get(first) + ": tensor " + first + ", mapped to this file by " + INDEX
+                        + ", is absent (missing: " + missing + ")");
+            throw new IllegalArgumentException((where.isEmpty() ? single : index) + ": missing tensors " + missing);
+        }
         return plan;
     }
 

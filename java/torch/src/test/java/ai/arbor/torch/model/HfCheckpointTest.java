@@ -415,6 +415,10 @@ class HfCheckpointTest {
                 assertEquals(c, back.config());
             }
         }
+        // the family fields round-trip through the own format's JSON, rotary scaling included
+        PolicyConfig scaled = new PolicyConfig(64, 32, 2, 4, 2, 48, 128, 5e5, 1e-5, false, 9, 12, true, true, false,
+                new PolicyConfig.RopeScaling(8, 1, 4, 64));
+        assertEquals(scaled, PolicyConfig.fromJson(scaled.toJson()));
     }
 
     private static void runPython(Path manifest) throws Exception {

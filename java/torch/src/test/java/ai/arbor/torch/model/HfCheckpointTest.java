@@ -205,6 +205,32 @@ class HfCheckpointTest {
         assertEquals("pt", h.metadata().get("format"));
     }
 
+    /** Released models' config.json files parse, and give the parameter counts of their model cards. */
+    @Test
+    void releasedConfigsParseWithTheirModelCardsParameterCounts() throws Exception {
+        Path res = Path.of(HfCheckpointTest.class.getResource("/hf-configs/qwen3-0.6b.json").toURI()).getParent();
+        PolicyConfig q3 = HfCheckpoint.readConfig(res.resolve("qwen3-0.6b.json"));
+        assertEquals(128, q3.headDim());            // ≠ 1024 / 16
+        assertTrue(q3.qkNorm() && !q3.qkvBias() && q3.tiedEmbeddings());
+        // model card: 0.6 B parameters, 0.44 B non-embedding
+        assertEquals(0.596e9, q3.parameterCount(), 0.005e9);
+        assertEquals(0.44e9, q3.parameterCount() - 151936L * 1024, 0.005e9);
+        PolicyConfig ll = HfCheckpoint.readConfig(res.resolve("llama-3.2-1b.json"));
+        assertEquals(new PolicyConfig.RopeScaling(32, 1, 4, 8192), ll.ropeScaling());
+        assertEquals(1.23e9, ll.parameterCount(), 0.01e9);  // model card: 1.23 B
+        PolicyConfig q2 = HfCheckpoint.readConfig(res.resolve("qwen2.5-1.5b.json"));
+        assertTrue(q2.qkvBias() && !q2.outputBias() && q2.headDim() == 128);
+        // model card: 1.54 B parameters, 1.31 B non-embedding
+        assertEquals(1.54e9, q2.parameterCount(), 0.005e9);
+        assertEquals(1.31e9, q2.parameterCount() - 151936L * 1536, 0.005e9);
+        // and the config Arbor writes for each reads back to the same configuration
+        for (PolicyConfig c : List.of(q3, ll, q2)) {
+            Path f = dir.resolve(HfCheckpoint.Family.of(c).modelType() + ".json");
+            Files.writeString(f, HfCheckpoint.configJson(c, ScalarType.BFloat16, 1, 2));
+            assertEquals(c, HfCheckpoint.readConfig(f));
+        }
+    }
+
     @Test
     void aTokenizerLargerThanTheEmbeddingIsRefused() throws IOException {
         Path tokDir = Files.createDirectories(dir.resolve("tok"));

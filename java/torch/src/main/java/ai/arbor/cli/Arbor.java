@@ -8,7 +8,7 @@ import picocli.CommandLine.Command;
  */
 @Command(name = "arbor", mixinStandardHelpOptions = true, version = "arbor 0.1.0",
         description = "Agentic reinforcement learning of LLMs on the JVM.",
-        subcommands = {DemoCommand.class, SandboxCommand.class,
+        subcommands = {DemoCommand.class, SandboxCommand.class, InitModelCommand.class,
                 TrainCommand.class, EvalCommand.class, CompareCommand.class, ServeCommand.class})
 public final class Arbor implements Runnable {
 

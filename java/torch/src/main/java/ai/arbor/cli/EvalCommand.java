@@ -25,7 +25,8 @@ import picocli.CommandLine.Option;
                 "accuracy, tool use, tool calls and failures, response length; sampled and greedy decoding."})
 public final class EvalCommand implements Callable<Integer> {
 
-    @Option(names = "--checkpoint", required = true, description = "A policy checkpoint (safetensors, e.g. runs/…/policy.safetensors).")
+    @Option(names = {"--checkpoint", "--model"}, required = true,
+            description = "A policy checkpoint (safetensors, e.g. runs/…/policy.safetensors) or a Hugging Face model directory (docs/models.md).")
     Path checkpoint;
 
     @Option(names = "--task", defaultValue = "arith", description = "arith or kb (default ${DEFAULT-VALUE}).")

@@ -18,7 +18,8 @@ import picocli.CommandLine.Option;
 @Command(name = "serve", mixinStandardHelpOptions = true,
         description = "Serve a policy checkpoint over vLLM's /v1/completions API (see docs/training.md).")
 public final class ServeCommand implements Runnable {
-    @Option(names = "--checkpoint", required = true, description = "Policy checkpoint (.safetensors) written by arbor train.")
+    @Option(names = {"--checkpoint", "--model"}, required = true,
+            description = "Policy checkpoint (.safetensors) written by arbor train, or a Hugging Face model directory (config.json + safetensors; docs/models.md).")
     Path checkpoint;
 
     @Option(names = "--host", defaultValue = "127.0.0.1", description = "Address to bind (default ${DEFAULT-VALUE}).")
@@ -30,10 +31,10 @@ public final class ServeCommand implements Runnable {
     @Option(names = "--device", defaultValue = "auto", description = "cpu, cuda, cuda:N or auto (default ${DEFAULT-VALUE}).")
     String device;
 
-    @Option(names = "--tokenizer", description = "A Hugging Face tokenizer.json (default: the reference policy's character tokenizer).")
+    @Option(names = "--tokenizer", description = "A Hugging Face tokenizer.json (default: the model directory's tokenizer.json if it has one, else the reference policy's character tokenizer).")
     Path tokenizerJson;
 
-    @Option(names = "--model", defaultValue = "arbor", description = "Model name reported and accepted (default ${DEFAULT-VALUE}).")
+    @Option(names = "--served-model-name", defaultValue = "arbor", description = "Model name reported and accepted (vLLM's flag; default ${DEFAULT-VALUE}).")
     String model;
 
     @Option(names = "--max-batch", defaultValue = "256", description = "Sequences decoded together (default ${DEFAULT-VALUE}).")
@@ -46,7 +47,9 @@ public final class ServeCommand implements Runnable {
     public void run() {
         try {
             CpuThreads.set(threads);
-            Tokenizer tok = tokenizerJson != null ? HuggingFaceTokenizer.load(tokenizerJson) : CharTokenizer.ascii();
+            java.nio.file.Path dirTokenizer = checkpoint.resolve("tokenizer.json");
+            Tokenizer tok = tokenizerJson != null ? HuggingFaceTokenizer.load(tokenizerJson)
+                    : java.nio.file.Files.isRegularFile(dirTokenizer) ? HuggingFaceTokenizer.load(dirTokenizer) : CharTokenizer.ascii();
             ReferencePolicy policy = ReferencePolicy.load(checkpoint, device, ScalarType.Float);
             LocalGenerator gen = new LocalGenerator(policy, tok,
                     new LocalGenerator.Options(maxBatch, 2 * maxBatch, 16, 1024));

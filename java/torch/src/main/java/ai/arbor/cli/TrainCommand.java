@@ -135,7 +135,8 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--no-greedy", description = "Skip the greedy evaluation.")
         boolean noGreedy;
 
-        @Option(names = "--model", description = "Model size: d,layers,heads,kvHeads,ffn (default 64,3,4,2,160).")
+        @Option(names = "--model", description = {"Model size d,layers,heads,kvHeads,ffn (default 64,3,4,2,160), or a Hugging Face model",
+                "directory (arbor init-model; docs/models.md): its weights start the run, the result is also written to OUT/model."})
         String model;
 
         @Option(names = "--micro-batch-tokens", description = "Padded tokens per forward (default 2048).")
@@ -160,9 +161,10 @@ public final class TrainCommand implements Callable<Integer> {
                 r = r.withSampling(SamplingParams.temperature(temperature.floatValue()));
             }
             TrainingRun.Setup ds = D.setup();
+            Path modelDir = model != null && java.nio.file.Files.isDirectory(Path.of(model)) ? Path.of(model) : null;
             TrainingRun.Setup setup = new TrainingRun.Setup(task, seed, or(trainSize, ds.trainSize()), ds.heldOutSize(),
-                    model == null ? ds.model() : parseModel(model, ds.model()), init, or(microBatchTokens, ds.microBatchTokens()),
-                    or(threads, ds.threads()), out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed));
+                    model == null || modelDir != null ? ds.model() : parseModel(model, ds.model()), init, or(microBatchTokens, ds.microBatchTokens()),
+                    or(threads, ds.threads()), out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed), modelDir);
             TrainingRun.Sft dsft = D.sft();
             TrainingRun.Sft sft = TrainingRun.Sft.of(or(sftDemos, dsft.demos()), or(sftSteps, dsft.steps()), or(sftBatch, dsft.batch()),
                     or(sftLr, dsft.optim().lr()), or(maxGradNorm, dsft.optim().maxGradNorm()));
@@ -205,7 +207,8 @@ public final class TrainCommand implements Callable<Integer> {
 
         static ai.arbor.torch.model.PolicyConfig parseModel(String spec, ai.arbor.torch.model.PolicyConfig base) {
             String[] f = spec.split(",");
-            if (f.length != 5) throw new IllegalArgumentException("--model wants d,layers,heads,kvHeads,ffn, got " + spec);
+            if (f.length != 5)
+                throw new IllegalArgumentException("--model wants d,layers,heads,kvHeads,ffn or an existing model directory, got " + spec);
             int[] v = new int[5];
             for (int i = 0; i < 5; i++) {
                 try {

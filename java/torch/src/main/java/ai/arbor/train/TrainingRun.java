@@ -11,6 +11,7 @@ import ai.arbor.task.Evaluator;
 import ai.arbor.task.Problem;
 import ai.arbor.task.TrainingTask;
 import ai.arbor.torch.model.CpuThreads;
+import ai.arbor.torch.model.HfCheckpoint;
 import ai.arbor.torch.model.PolicyConfig;
 import ai.arbor.torch.model.ReferencePolicy;
 import ai.arbor.train.report.LinePlot;
@@ -94,9 +95,18 @@ public final class TrainingRun {
      * @param microBatchTokens padded tokens per forward
      * @param threads          libtorch / OpenBLAS threads
      * @param out              output directory
+     * @param modelDir         a Hugging Face model directory whose weights start the run (SFT included), or null; the
+     *                         trained policy is also written there in that layout, under {@code out/model}
      */
     public record Setup(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init, int microBatchTokens,
-                        int threads, Path out) {
+                        int threads, Path out, Path modelDir) {
+
+        /** A run whose policy is created from {@code model} or loaded from {@code init} (no model directory). */
+        public Setup(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init, int microBatchTokens,
+                     int threads, Path out) {
+            this(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, null);
+        }
+
         public Setup {
             if (task == null || model == null || out == null) throw new IllegalArgumentException("task, model and out are required");
             if (trainSize < 1 || heldOutSize < 0)
@@ -111,7 +121,11 @@ public final class TrainingRun {
         }
 
         public Setup withOut(Path dir) {
-            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, dir);
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, dir, modelDir);
+        }
+
+        public Setup withModelDir(Path dir) {
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, dir);
         }
 
         /**
@@ -233,10 +247,13 @@ public final class TrainingRun {
         try (TrainingTask task = TrainingTask.create(o.setup().task(), o.setup().seed(), o.setup().trainSize(), o.setup().heldOutSize());
              MetricsLog log = new MetricsLog(metricsFile);
              ReferencePolicy policy = o.setup().init() != null ? ReferencePolicy.load(o.setup().init(), "auto", ScalarType.Float)
+                     : o.setup().modelDir() != null ? HfCheckpoint.load(o.setup().modelDir(), "auto", ScalarType.Float)
                      : ReferencePolicy.create(o.setup().model().withSeed(Seeds.derive(o.setup().seed(), 7)), "auto", ScalarType.Float)) {
             if (policy.config().vocab() < tok.vocabSize())
                 throw new IllegalArgumentException("the policy's vocabulary (" + policy.config().vocab() + ") is smaller than the tokenizer's ("
                         + tok.vocabSize() + ")");
+            // the GPU path: bf16 matmuls and attention under autocast, fp32 weights, norms and optimizer state
+            if (policy.device().is_cuda()) policy.setAutocast(ScalarType.BFloat16);
             List<Problem> evalSet = task.heldOut().subList(0, Math.min(o.eval().problems(), task.heldOut().size()));
             if (o.setup().init() == null && o.sft().steps() > 0) {
                 long s0 = System.nanoTime();
@@ -252,6 +269,11 @@ public final class TrainingRun {
                 if (!evalSet.isEmpty()) after = evaluate(o, task, tok, policy, evalSet, "after", log, listener, samples);
             }
             policy.save(checkpoint);
+            if (o.setup().modelDir() != null) {
+                // the trained policy in the layout it came in, with the directory's tokenizer files
+                Path tokDir = Files.isRegularFile(o.setup().modelDir().resolve("tokenizer.json")) ? o.setup().modelDir() : null;
+                HfCheckpoint.save(policy, o.setup().out().resolve("model"), HfCheckpoint.SaveOptions.defaults().withTokenizer(tokDir));
+            }
             Path plot = plot(o, log, o.setup().out().resolve("training.png"));
             Path table = o.setup().out().resolve("eval.md");
             Files.writeString(table, evalTable(o, before, after, sftSeconds, rlSeconds), StandardCharsets.UTF_8);

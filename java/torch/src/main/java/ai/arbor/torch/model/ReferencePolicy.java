@@ -21,23 +21,33 @@ import org.bytedeco.pytorch.global.torch;
 import org.bytedeco.pytorch.global.torch.ScalarType;
 
 /**
- * The reference policy: a small decoder-only transformer on the JavaCPP PyTorch preset, in the
- * Llama / Qwen2 layout so that its checkpoints use the same tensor names and conventions.
+ * The policy: a decoder-only transformer on the JavaCPP PyTorch preset, covering the Llama, Qwen2 and
+ * Qwen3 dense families (Hugging Face layout, names and conventions; {@link HfCheckpoint} loads and
+ * writes their checkpoint directories). The project's small character model is one configuration.
  *
  * <pre>
  *   h⁰ = E[x]                                         token embedding, E ∈ R^{V×D}
  *   for each block l:
  *     a  = RMSNorm(h; g_attn)                          RMSNorm(x; g) = x / sqrt(mean(x²) + ε) ⊙ g
- *     q  = RoPE(a W_qᵀ), k = RoPE(a W_kᵀ), v = a W_vᵀ  H query heads, K ≤ H key/value heads (GQA)
- *     h += softmax(q kᵀ / sqrt(d_h) + causal mask) v W_oᵀ    query head j reads kv head ⌊j / (H/K)⌋
+ *     q  = a W_qᵀ + b_q, k = a W_kᵀ + b_k, v = a W_vᵀ + b_v     H query heads, K ≤ H key/value heads (GQA)
+ *     q, k = RMSNorm(q; g_q), RMSNorm(k; g_k)          Qwen3 only, per head over d_h
+ *     q, k = RoPE(q), RoPE(k)
+ *     h += softmax(q kᵀ / sqrt(d_h) + causal mask) v W_oᵀ + b_o    query head j reads kv head ⌊j / (H/K)⌋
  *     m  = RMSNorm(h; g_mlp)
  *     h += (SiLU(m W_gateᵀ) ⊙ m W_upᵀ) W_downᵀ                SwiGLU (Shazeer 2020)
  *   logits = RMSNorm(h; g_final) W_lmᵀ                   W_lm = E when the embeddings are tied
  * </pre>
+ * Biases: Qwen2 has b_q, b_k, b_v and no b_o; Llama / Qwen3 with {@code attention_bias} have all four.
+ * The block is written once ({@code block}); the training forward and the cached decode differ only in
+ * how attention reads keys and values.
  *
  * Rotary positions (Su et al. 2021, RoFormer) in the "rotate half" form of the Llama code: with
- * {@code x = [x₁, x₂]} split into halves and angles {@code θ_i(p) = p · ropeTheta^(-2i/d_h)},
- * {@code RoPE(x, p) = [x₁ cos θ − x₂ sin θ, x₂ cos θ + x₁ sin θ]}.
+ * {@code x = [x₁, x₂]} split into halves and angles {@code θ_i(p) = p · f_i}, {@code f_i = ropeTheta^(-2i/d_h)}
+ * (rescaled by {@link PolicyConfig.RopeScaling} for Llama 3), {@code RoPE(x, p) = [x₁ cos θ − x₂ sin θ, x₂ cos θ + x₁ sin θ]}.
+ *
+ * <p>Mixed precision: {@link #setAutocast} runs the forward under libtorch autocast (bf16 matmuls and
+ * attention with fp32 accumulation, fp32 weights, residual stream and norms) — the GPU path. Long
+ * sequences can trade compute for memory with {@link #forwardRecomputed} (activations recomputed per block).
  *
  * <p>Parameters are leaf tensors with {@code requires_grad}; {@link #forward} builds the libtorch
  * autograd graph, so a trainer calls {@code backward} on a loss (or {@code logits.backward(grad)}
@@ -70,9 +80,17 @@ public final class ReferencePolicy implements AutoCloseable {
     private final Tensor ropeSin;
     private boolean closed;
 
-    /** The weights of one transformer block. */
-    private record Block(Tensor attnNorm, Tensor wq, Tensor wk, Tensor wv, Tensor wo,
+    /** The weights of one transformer block; biases and q/k norms are null where the family has none. */
+    private record Block(Tensor attnNorm, Tensor wq, Tensor bq, Tensor wk, Tensor bk, Tensor wv, Tensor bv,
+                         Tensor qNorm, Tensor kNorm, Tensor wo, Tensor bo,
                          Tensor mlpNorm, Tensor wGate, Tensor wUp, Tensor wDown) {}
+
+    /** Attention of one block: q [..., H, d_h], k and v [..., K, d_h] (after RoPE) → [..., H·d_h]. */
+    private interface Attention {
+        Tensor attend(int layer, Tensor q, Tensor k, Tensor v);
+    }
+
+    private ScalarType autocast;
 
     private ReferencePolicy(PolicyConfig config, Device device, ScalarType dtype, boolean initialise) {
         this.config = config;
@@ -87,12 +105,20 @@ public final class ReferencePolicy implements AutoCloseable {
         blocks = new Block[config.layers()];
         for (int l = 0; l < config.layers(); l++) {
             String p = "model.layers." + l + ".";
+            long qRows = (long) config.heads() * hd, kvRows = (long) config.kvHeads() * hd;
+            boolean qkvBias = config.qkvBias(), norm = config.qkNorm();
             blocks[l] = new Block(
                     param(p + "input_layernorm.weight", new long[] {d}, -1, initialise),
-                    param(p + "self_attn.q_proj.weight", new long[] {(long) config.heads() * hd, d}, std, initialise),
-                    param(p + "self_attn.k_proj.weight", new long[] {(long) config.kvHeads() * hd, d}, std, initialise),
-                    param(p + "self_attn.v_proj.weight", new long[] {(long) config.kvHeads() * hd, d}, std, initialise),
-                    param(p + "self_attn.o_proj.weight", new long[] {d, (long) config.heads() * hd}, residualStd, initialise),
+                    param(p + "self_attn.q_proj.weight", new long[] {qRows, d}, std, initialise),
+                    qkvBias ? param(p + "self_attn.q_proj.bias", new long[] {qRows}, 0, initialise) : null,
+                    param(p + "self_attn.k_proj.weight", new long[] {kvRows, d}, std, initialise),
+                    qkvBias ? param(p + "self_attn.k_proj.bias", new long[] {kvRows}, 0, initialise) : null,
+                    param(p + "self_attn.v_proj.weight", new long[] {kvRows, d}, std, initialise),
+                    qkvBias ? param(p + "self_attn.v_proj.bias", new long[] {kvRows}, 0, initialise) : null,
+                    norm ? param(p + "self_attn.q_norm.weight", new long[] {hd}, -1, initialise) : null,
+                    norm ? param(p + "self_attn.k_norm.weight", new long[] {hd}, -1, initialise) : null,
+                    param(p + "self_attn.o_proj.weight", new long[] {d, qRows}, residualStd, initialise),
+                    config.outputBias() ? param(p + "self_attn.o_proj.bias", new long[] {d}, 0, initialise) : null,
                     param(p + "post_attention_layernorm.weight", new long[] {d}, -1, initialise),
                     param(p + "mlp.gate_proj.weight", new long[] {f, d}, std, initialise),
                     param(p + "mlp.up_proj.weight", new long[] {f, d}, std, initialise),
@@ -100,12 +126,17 @@ public final class ReferencePolicy implements AutoCloseable {
         }
         finalNorm = param(FINAL_NORM, new long[] {d}, -1, initialise);
         lmHead = config.tiedEmbeddings() ? embed : param(LM_HEAD, new long[] {config.vocab(), d}, std, initialise);
-        // rotary table in double precision, cast once: cos/sin[p][i] of θ_i(p) = p · θ^(-2i/d_h)
+        // rotary table in double precision, cast once: cos/sin[p][i] of θ_i(p) = p · f_i, f_i = θ^(-2i/d_h) (scaled)
         int half = hd / 2, n = config.maxSeq();
-        double[] cos = new double[n * half], sin = new double[n * half];
+        double[] invFreq = new double[half];
+        for (int i = 0; i < half; i++) {
+            invFreq[i] = Math.pow(config.ropeTheta(), -2.0 * i / hd);
+            if (config.ropeScaling() != null) invFreq[i] = config.ropeScaling().scale(invFreq[i]);
+        }
+        double[] cos = new double[Math.multiplyExact(n, half)], sin = new double[n * half];
         for (int p = 0; p < n; p++)
             for (int i = 0; i < half; i++) {
-                double angle = p * Math.pow(config.ropeTheta(), -2.0 * i / hd);
+                double angle = p * invFreq[i];
                 cos[p * half + i] = Math.cos(angle);
                 sin[p * half + i] = Math.sin(angle);
             }
@@ -134,8 +165,17 @@ public final class ReferencePolicy implements AutoCloseable {
         return new ReferencePolicy(config, resolveDevice(device), checkDtype(dtype), true);
     }
 
-    /** Loads a checkpoint written by {@link #save}: its configuration comes from the file's metadata. */
+    /** A policy whose parameters are allocated but not initialised (a loader fills them). */
+    static ReferencePolicy allocate(PolicyConfig config, Device device, ScalarType dtype) {
+        return new ReferencePolicy(config, device, checkDtype(dtype), false);
+    }
+
+    /**
+     * Loads a checkpoint: a Hugging Face model directory (config.json + safetensors, see {@link HfCheckpoint}),
+     * or a file written by {@link #save} (its configuration comes from the file's metadata).
+     */
     public static ReferencePolicy load(Path checkpoint, String device, ScalarType dtype) throws IOException {
+        if (checkpoint != null && java.nio.file.Files.isDirectory(checkpoint)) return HfCheckpoint.load(checkpoint, device, dtype);
         Device dev = resolveDevice(device);
         ScalarType type = checkDtype(dtype);
         try (Safetensors.Contents contents = Safetensors.read(checkpoint)) {
@@ -299,7 +339,8 @@ public final class ReferencePolicy implements AutoCloseable {
 
     // ---------------------------------------------------------------- model math (shared by both paths)
 
-    private Tensor hiddenInScope(Tensor tokens) {
+    /** Validates {@code tokens} [B, T] and returns them as int64 on this policy's device. */
+    private Tensor checkedTokens(Tensor tokens) {
         ensureOpen();
         if (tokens == null) throw new IllegalArgumentException("tokens is null");
         if (tokens.dim() != 2) throw new IllegalArgumentException("tokens must be [B, T], got " + tokens.dim() + "-D");
@@ -309,21 +350,68 @@ public final class ReferencePolicy implements AutoCloseable {
             throw new IllegalArgumentException("sequence length " + t + " exceeds maxSeq " + config.maxSeq());
         Tensor tok = tokens.to(device, ScalarType.Long);
         checkRange("token", tok, config.vocab());
-        int hd = config.headDim(), h = config.heads(), kv = config.kvHeads();
-        Tensor x = embed.index_select(0, tok.reshape(b * t)).view(b, t, config.dModel());
-        Tensor cos = ropeCos.narrow(0, 0, t).view(1, t, 1, hd / 2);
-        Tensor sin = ropeSin.narrow(0, 0, t).view(1, t, 1, hd / 2);
-        for (Block blk : blocks) {
-            Tensor a = rmsNorm(x, blk.attnNorm);
-            Tensor q = rope(torch.linear(a, blk.wq).view(b, t, h, hd), cos, sin).transpose(1, 2);
-            Tensor k = rope(torch.linear(a, blk.wk).view(b, t, kv, hd), cos, sin).transpose(1, 2);
-            Tensor v = torch.linear(a, blk.wv).view(b, t, kv, hd).transpose(1, 2);
-            Tensor o = torch.scaled_dot_product_attention(q, k, v, new TensorOptional(), 0.0, true,
-                    new DoubleOptional(), kv != h);
-            x = x.add(torch.linear(o.transpose(1, 2).reshape(b, t, (long) h * hd), blk.wo));
-            x = x.add(mlp(rmsNorm(x, blk.mlpNorm), blk));
+        return tok;
+    }
+
+    private Tensor hiddenInScope(Tensor tokens) {
+        Tensor tok = checkedTokens(tokens);
+        return autocasting(() -> {
+            Tensor x = embedRows(tok);
+            Tensor[] cs = fullRope(tok.size(1));
+            for (int l = 0; l < blocks.length; l++) x = block(l, x, cs[0], cs[1], this::causalAttention);
+            return rmsNorm(x, finalNorm);
+        });
+    }
+
+    private Tensor embedRows(Tensor tok) {
+        long b = tok.size(0), t = tok.size(1);
+        return embed.index_select(0, tok.reshape(b * t)).view(b, t, config.dModel());
+    }
+
+    /** cos, sin of positions 0 … t-1, broadcastable to q [B, T, H, d_h/2]. */
+    private Tensor[] fullRope(long t) {
+        long half = config.headDim() / 2;
+        return new Tensor[] {ropeCos.narrow(0, 0, t).view(1, t, 1, half), ropeSin.narrow(0, 0, t).view(1, t, 1, half)};
+    }
+
+    /** Causal attention over whole sequences: q [B, T, H, d_h], k and v [B, T, K, d_h]. */
+    private Tensor causalAttention(int layer, Tensor q, Tensor k, Tensor v) {
+        long b = q.size(0), t = q.size(1);
+        Tensor o = torch.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                new TensorOptional(), 0.0, true, new DoubleOptional(), config.kvHeads() != config.heads());
+        return o.transpose(1, 2).reshape(b, t, (long) config.heads() * config.headDim());
+    }
+
+    /**
+     * One transformer block over rows {@code x [..., D]} (the formula in the class comment): the one place
+     * the block math is written. {@code attention} decides which keys and values the queries read.
+     */
+    private Tensor block(int l, Tensor x, Tensor cos, Tensor sin, Attention attention) {
+        Block blk = blocks[l];
+        Tensor a = rmsNorm(x, blk.attnNorm);
+        Tensor q = splitHeads(linear(a, blk.wq, blk.bq), config.heads());
+        Tensor k = splitHeads(linear(a, blk.wk, blk.bk), config.kvHeads());
+        Tensor v = splitHeads(linear(a, blk.wv, blk.bv), config.kvHeads());
+        if (blk.qNorm != null) {
+            q = rmsNorm(q, blk.qNorm);
+            k = rmsNorm(k, blk.kNorm);
         }
-        return rmsNorm(x, finalNorm);
+        Tensor o = attention.attend(l, rope(q, cos, sin), rope(k, cos, sin), v);
+        x = x.add(linear(o, blk.wo, blk.bo));
+        return x.add(mlp(rmsNorm(x, blk.mlpNorm), blk));
+    }
+
+    /** {@code t [..., n·d_h] → [..., n, d_h]}. */
+    private Tensor splitHeads(Tensor t, int n) {
+        long[] s = Tensors.shape(t);
+        long[] shape = java.util.Arrays.copyOf(s, s.length + 1);
+        shape[s.length - 1] = n;
+        shape[s.length] = config.headDim();
+        return t.view(shape);
+    }
+
+    private static Tensor linear(Tensor x, Tensor w, Tensor bias) {
+        return bias == null ? torch.linear(x, w) : torch.linear(x, w, new TensorOptional(bias));
     }
 
     /**
@@ -334,15 +422,7 @@ public final class ReferencePolicy implements AutoCloseable {
     Tensor forwardCached(KvCache cache, DecodeBatch.Plan plan) {
         int hd = config.headDim(), h = config.heads(), kv = config.kvHeads();
         long n = plan.sequences(), total = plan.newTokens(), lq = plan.queryLength(), lk = plan.keyLength();
-        Tensor x = embed.index_select(0, plan.tokens());
-        Tensor cos = ropeCos.index_select(0, plan.positions()).view(total, 1, hd / 2);
-        Tensor sin = ropeSin.index_select(0, plan.positions()).view(total, 1, hd / 2);
-        for (int l = 0; l < blocks.length; l++) {
-            Block blk = blocks[l];
-            Tensor a = rmsNorm(x, blk.attnNorm);
-            Tensor q = rope(torch.linear(a, blk.wq).view(total, h, hd), cos, sin);
-            Tensor k = rope(torch.linear(a, blk.wk).view(total, kv, hd), cos, sin);
-            Tensor v = torch.linear(a, blk.wv).view(total, kv, hd);
+        Attention cached = (l, q, k, v) -> {
             cache.keys(l).index_copy_(0, plan.slots(), k);
             cache.values(l).index_copy_(0, plan.slots(), v);
             Tensor keys = cache.gather(cache.keys(l), plan.blocks(), n, lk).transpose(1, 2);     // [n, kv, Lk, hd]
@@ -352,24 +432,33 @@ public final class ReferencePolicy implements AutoCloseable {
             Tensor o = torch.scaled_dot_product_attention(queries.transpose(1, 2), keys, values,
                     new TensorOptional(plan.mask()), 0.0, false, new DoubleOptional(), kv != h);
             Tensor flat = o.transpose(1, 2).reshape(n * lq, (long) h * hd);
-            if (lq != 1) flat = flat.index_select(0, plan.queryScatter());
-            x = x.add(torch.linear(flat, blk.wo));
-            x = x.add(mlp(rmsNorm(x, blk.mlpNorm), blk));
-        }
-        return logits(rmsNorm(x.index_select(0, plan.lastRows()), finalNorm));
+            return lq == 1 ? flat : flat.index_select(0, plan.queryScatter());
+        };
+        return autocasting(() -> {
+            Tensor x = embed.index_select(0, plan.tokens());
+            Tensor cos = ropeCos.index_select(0, plan.positions()).view(total, 1, hd / 2);
+            Tensor sin = ropeSin.index_select(0, plan.positions()).view(total, 1, hd / 2);
+            for (int l = 0; l < blocks.length; l++) x = block(l, x, cos, sin, cached);
+            return logits(rmsNorm(x.index_select(0, plan.lastRows()), finalNorm));
+        });
     }
 
     private Tensor mlp(Tensor m, Block blk) {
         return torch.linear(torch.silu(torch.linear(m, blk.wGate)).mul(torch.linear(m, blk.wUp)), blk.wDown);
     }
 
-    /** RMSNorm over the last dimension; bf16/fp16 inputs are normalised in float32. */
+    /**
+     * RMSNorm over the last dimension, computed in float32 when the input is bf16/fp16 (low-precision
+     * weights, or a matmul output under autocast), then cast back as Hugging Face does.
+     */
     private Tensor rmsNorm(Tensor x, Tensor gain) {
-        Tensor xf = lowPrecision ? x.to(ScalarType.Float) : x;
+        ScalarType in = x.scalar_type();
+        boolean low = Tensors.same(in, ScalarType.BFloat16) || Tensors.same(in, ScalarType.Half);
+        Tensor xf = low ? x.to(ScalarType.Float) : x;
         Tensor inv = xf.pow(new Scalar(2.0)).mean(new long[] {-1}, true, new ScalarTypeOptional())
                 .add(new Scalar(config.normEps())).rsqrt();
         Tensor y = xf.mul(inv);
-        if (lowPrecision) y = y.to(dtype);
+        if (low) y = y.to(in);
         return y.mul(gain);
     }
 
@@ -380,8 +469,133 @@ public final class ReferencePolicy implements AutoCloseable {
         return torch.cat(new TensorVector(x1.mul(cos).sub(x2.mul(sin)), x2.mul(cos).add(x1.mul(sin))), -1);
     }
 
+    // ---------------------------------------------------------------- mixed precision, recomputation
+
+    /**
+     * Runs every later forward (training and decode) under libtorch autocast to {@code lowPrecision}
+     * (BFloat16 or Half; null turns it off): matmuls and attention in that type with fp32 accumulation,
+     * while the parameters (and so the optimizer), the residual stream and the norms stay in the policy's
+     * dtype. Meant for float32 policies on a GPU; it also runs on the CPU (bf16).
+     */
+    public void setAutocast(ScalarType lowPrecision) {
+        ensureOpen();
+        if (lowPrecision != null) {
+            ScalarType t = lowPrecision.intern();
+            if (t != ScalarType.BFloat16 && t != ScalarType.Half)
+                throw new IllegalArgumentException("autocast type must be BFloat16 or Half, got " + lowPrecision);
+            if (this.lowPrecision) throw new IllegalArgumentException("autocast needs float32 or float64 parameters, the policy holds " + dtype);
+            this.autocast = t;
+        } else {
+            this.autocast = null;
+        }
+    }
+
+    /** The autocast type, or null when the forward runs in the parameters' dtype. */
+    public ScalarType autocast() {
+        return autocast;
+    }
+
+    private Tensor autocasting(java.util.function.Supplier<Tensor> body) {
+        if (autocast == null) return body.get();
+        torch.DeviceType type = device.type();
+        boolean wasEnabled = torch.is_autocast_enabled(type), wasCaching = torch.is_autocast_cache_enabled();
+        ScalarType wasType = torch.get_autocast_dtype(type);
+        torch.set_autocast_enabled(type, true);
+        torch.set_autocast_dtype(type, autocast);
+        // no weight-cast cache: it would keep bf16 copies of the weights past an optimizer step
+        torch.set_autocast_cache_enabled(false);
+        try {
+            return body.get();
+        } finally {
+            torch.set_autocast_enabled(type, wasEnabled);
+            torch.set_autocast_dtype(type, wasType);
+            torch.set_autocast_cache_enabled(wasCaching);
+        }
+    }
+
+    /**
+     * A training forward that keeps only each block's input and recomputes the block's activations
+     * during the backward (activation checkpointing, Chen et al. 2016, "Training Deep Nets with Sublinear
+     * Memory Cost"): memory of one block's activations instead of all of them, for one more forward.
+     * Use: {@code hidden()} → logits → loss {@code backward}, then {@link Recomputed#backward()} carries
+     * the gradient through the blocks into the parameters. Parameter gradients equal the plain
+     * {@link #forward}'s.
+     */
+    public Recomputed forwardRecomputed(Tensor tokens) {
+        return new Recomputed(tokens);
+    }
+
+    /** The state of one {@link #forwardRecomputed} pass; closing frees the saved block inputs. */
+    public final class Recomputed implements AutoCloseable {
+        private final Tensor tok;
+        private final Tensor[] inputs;
+        private final Tensor top;
+        private final Tensor hidden;
+        private boolean done;
+
+        private Recomputed(Tensor tokens) {
+            inputs = new Tensor[blocks.length];
+            try (PointerScope scope = new PointerScope()) {
+                Tensor ids = Tensors.own(checkedTokens(tokens));
+                tok = ids;
+                Tensor[] cs = fullRope(ids.size(1));
+                Tensor x;
+                try (NoGradGuard guard = new NoGradGuard()) {
+                    x = autocasting(() -> embedRows(ids));
+                    for (int l = 0; l < blocks.length; l++) {
+                        inputs[l] = Tensors.own(x);
+                        int layer = l;
+                        Tensor in = x;
+                        x = autocasting(() -> block(layer, in, cs[0], cs[1], ReferencePolicy.this::causalAttention));
+                    }
+                }
+                top = Tensors.own(x.detach());
+                top.set_requires_grad(true);
+                hidden = Tensors.own(autocasting(() -> rmsNorm(top, finalNorm)));
+            }
+        }
+
+        /** Final hidden states [B, T, D] (after the last RMSNorm), with autograd back to the last block's output. */
+        public Tensor hidden() {
+            return hidden;
+        }
+
+        /**
+         * After the loss's backward has reached {@link #hidden()}: recomputes block by block, last first,
+         * and accumulates every parameter's gradient. Once only.
+         */
+        public void backward() {
+            if (done) throw new IllegalStateException("backward already ran");
+            done = true;
+            if (!top.grad().defined()) throw new IllegalStateException("no gradient reached hidden(): run the loss's backward first");
+            try (PointerScope scope = new PointerScope()) {
+                Tensor[] cs = fullRope(tok.size(1));
+                Tensor grad = top.grad();
+                for (int l = blocks.length - 1; l >= 0; l--) {
+                    Tensor in = inputs[l].detach();
+                    in.set_requires_grad(true);
+                    int layer = l;
+                    Tensor out = autocasting(() -> block(layer, in, cs[0], cs[1], ReferencePolicy.this::causalAttention));
+                    out.backward(grad, new org.bytedeco.pytorch.BoolOptional(), false, new org.bytedeco.pytorch.TensorArrayRefOptional());
+                    grad = in.grad();
+                }
+                autocasting(() -> embedRows(tok)).backward(grad, new org.bytedeco.pytorch.BoolOptional(), false,
+                        new org.bytedeco.pytorch.TensorArrayRefOptional());
+            }
+        }
+
+        @Override
+        public void close() {
+            for (Tensor t : inputs) if (t != null) t.close();
+            tok.close();
+            top.close();
+            hidden.close();
+        }
+    }
+
     // ---------------------------------------------------------------- helpers
 
+    /** A parameter: std > 0 draws N(0, std²), std = 0 zeros (biases), std < 0 ones (norm gains). */
     private Tensor param(String name, long[] shape, double std, boolean initialise) {
         Tensor t;
         try (PointerScope scope = new PointerScope()) {
@@ -393,7 +607,7 @@ public final class ReferencePolicy implements AutoCloseable {
                 float[] values = new float[Math.toIntExact(count)];
                 if (std < 0) {
                     java.util.Arrays.fill(values, 1f);
-                } else {
+                } else if (std > 0) {
                     // one stream per tensor, keyed by name: adding a layer does not reshuffle the others
                     SplittableRandom rnd = new SplittableRandom(config.seed() * 0x9E3779B97F4A7C15L ^ name.hashCode());
                     for (int i = 0; i < values.length; i++) values[i] = (float) (rnd.nextGaussian() * std);

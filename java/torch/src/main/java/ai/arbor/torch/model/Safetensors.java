@@ -246,6 +246,12 @@ public final class Safetensors {
                         + ", expected " + expected + " (gap or overlap)");
             expected = e.end();
         }
+        if (expected > dataBytes) {
+            // name the first tensor that does not fit: a truncated download or copy
+            Entry cut = byOffset.stream().filter(e -> e.end() > dataBytes).findFirst().orElseThrow();
+            throw new IllegalArgumentException(file + ": truncated: tensor " + cut.name() + " ends at data byte " + cut.end()
+                    + " but the file holds " + dataBytes + " data bytes");
+        }
         if (expected != dataBytes)
             throw new IllegalArgumentException(file + ": tensors cover " + expected + " data bytes but the file holds " + dataBytes);
         return new Header(Collections.unmodifiableMap(metadata), Collections.unmodifiableList(entries), dataStart);

@@ -72,6 +72,55 @@ class CudaPolicyTest {
         }
     }
 
+    /** A Qwen3 directory loaded on CUDA: float32 logits equal the CPU's; bf16 autocast tracks them; recomputation's gradients equal the plain ones. */
+    @Test
+    void huggingFaceModelOnCudaWithAutocastAndRecomputation() throws Exception {
+        long seed = NaiveTransformer.seed();
+        System.out.println("seed " + seed);
+        Random rnd = new Random(seed);
+        PolicyConfig config = HfCheckpoint.Family.QWEN3.config(61, 32, 2, 4, 2, 12, 48, 64, 1e6, 1e-6, false, true, seed);
+        Path model = dir.resolve("qwen3");
+        try (ReferencePolicy cpu = ReferencePolicy.create(config)) {
+            NaiveTransformer.randomize(cpu, rnd, 0.3);
+            HfCheckpoint.save(cpu, model, HfCheckpoint.SaveOptions.defaults().withStoreAs(ScalarType.Float));
+        }
+        int[][] tokens = {NaiveTransformer.randomTokens(rnd, 40, 61), NaiveTransformer.randomTokens(rnd, 40, 61)};
+        try (ReferencePolicy cpu = ReferencePolicy.load(model, "cpu", ScalarType.Float);
+             ReferencePolicy gpu = ReferencePolicy.load(model, "cuda", ScalarType.Float);
+             PointerScope scope = new PointerScope()) {
+            double[] want = Tensors.toDoubles(cpu.forward(tokens));
+            double scale = Arrays.stream(want).map(Math::abs).max().orElseThrow();
+            double[] f32 = Tensors.toDoubles(gpu.forward(tokens));
+            for (int i = 0; i < want.length; i++) assertEquals(want[i], f32[i], 1e-4 * scale);
+            gpu.setAutocast(ScalarType.BFloat16);
+            Tensor logits = gpu.forward(tokens);
+            assertEquals(ScalarType.Float, logits.scalar_type().intern());
+            double[] bf = Tensors.toDoubles(logits);
+            double worst = 0;
+            for (int i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(bf[i] - want[i]) / scale);
+            System.out.println("  bf16 autocast on CUDA vs CPU f32: max relative difference " + worst);
+            assertTrue(worst < 0.05, "relative difference " + worst);
+            // recomputation under autocast: the same gradients as the plain backward (same bf16 arithmetic)
+            Tensor ids = Tensors.longs(Arrays.stream(tokens).flatMapToInt(Arrays::stream).asLongStream().toArray(), new long[] {2, 40},
+                    gpu.device());
+            gpu.forward(ids).pow(new org.bytedeco.pytorch.Scalar(2.0)).mean().backward();
+            java.util.Map<String, double[]> plain = new java.util.TreeMap<>();
+            for (var e : gpu.namedParameters().entrySet()) {
+                plain.put(e.getKey(), Tensors.toDoubles(e.getValue().grad()));
+                e.getValue().grad().zero_();
+            }
+            try (ReferencePolicy.Recomputed r = gpu.forwardRecomputed(ids)) {
+                gpu.logits(r.hidden()).pow(new org.bytedeco.pytorch.Scalar(2.0)).mean().backward();
+                r.backward();
+            }
+            for (var e : gpu.namedParameters().entrySet()) {
+                double[] g = Tensors.toDoubles(e.getValue().grad()), p = plain.get(e.getKey());
+                double gs = Arrays.stream(p).map(Math::abs).max().orElse(0) + 1e-30;
+                for (int i = 0; i < g.length; i++) assertEquals(p[i], g[i], 1e-3 * gs, e.getKey());
+            }
+        }
+    }
+
     @Test
     void trainingStepOnCuda() {
         PolicyConfig config = PolicyConfig.tiny(32);

@@ -122,7 +122,7 @@ final class NaiveTransformer {
     }
 
     /**
-     * Replaces the policy's weights by N(0, std²) values (norm gains 1 + N(0, 0.3²)) so that attention
+     * Replaces the policy's weights by N(0, std²) values (norm gains 1 + N(0, 0.3²), biases N(0, std²)) so that attention
      * is far from uniform and every term of the forward moves the logits visibly.
      */
     static void randomize(ReferencePolicy policy, Random rnd, double std) {
@@ -131,7 +131,7 @@ final class NaiveTransformer {
             for (Map.Entry<String, Tensor> e : policy.namedParameters().entrySet()) {
                 long[] shape = Tensors.shape(e.getValue());
                 double[] v = new double[Math.toIntExact(e.getValue().numel())];
-                boolean norm = shape.length == 1;
+                boolean norm = shape.length == 1 && !e.getKey().endsWith(".bias");
                 for (int i = 0; i < v.length; i++) v[i] = norm ? 1 + 0.3 * rnd.nextGaussian() : std * rnd.nextGaussian();
                 values.put(e.getKey(), Tensors.doubles(v, shape, org.bytedeco.pytorch.global.torch.ScalarType.Double,
                         new org.bytedeco.pytorch.Device("cpu")));

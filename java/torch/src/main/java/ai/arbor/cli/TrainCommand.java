@@ -138,6 +138,10 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--model", description = "Model size: d,layers,heads,kvHeads,ffn (default 64,3,4,2,160).")
         String model;
 
+        @Option(names = "--tokenizer", description = {"Pose the task in this Hugging Face tokenizer's chat format (its tokenizer.json, chat template,",
+                "Qwen3 tool calls; thinking off): a directory, or qwen3 for third_party/qwen3-tokenizer (fetched by ./arbor). See docs/chat.md."})
+        String tokenizer;
+
         @Option(names = "--micro-batch-tokens", description = "Padded tokens per forward (default 2048).")
         Integer microBatchTokens;
 
@@ -157,7 +161,7 @@ public final class TrainCommand implements Callable<Integer> {
             TrainingRun.Setup ds = D.setup();
             TrainingRun.Setup setup = new TrainingRun.Setup(task, seed, or(trainSize, ds.trainSize()), ds.heldOutSize(),
                     model == null ? ds.model() : parseModel(model, ds.model()), init, or(microBatchTokens, ds.microBatchTokens()),
-                    or(threads, ds.threads()), out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed));
+                    or(threads, ds.threads()), out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed), tokenizerDir(tokenizer));
             TrainingRun.Sft dsft = D.sft();
             TrainingRun.Sft sft = TrainingRun.Sft.of(or(sftDemos, dsft.demos()), or(sftSteps, dsft.steps()), or(sftBatch, dsft.batch()),
                     or(sftLr, dsft.optim().lr()), or(maxGradNorm, dsft.optim().maxGradNorm()));
@@ -171,6 +175,21 @@ public final class TrainCommand implements Callable<Integer> {
             TrainingRun.Eval de = D.eval();
             TrainingRun.Eval eval = new TrainingRun.Eval(or(evalProblems, de.problems()), or(evalSamples, de.samples()), !noGreedy, de.before());
             return new TrainingRun.Options(r, setup, sft, rl, eval);
+        }
+
+        /** {@code --tokenizer}: {@code qwen3} is the copy scripts/fetch-qwen3-tokenizer.sh makes under the repository ($ARBOR_HOME, set by ./arbor). */
+        static Path tokenizerDir(String spec) {
+            if (spec == null) return null;
+            if (spec.equals("qwen3")) {
+                String home = System.getenv("ARBOR_HOME");
+                Path dir = (home != null ? Path.of(home) : Path.of("")).resolve("third_party/qwen3-tokenizer");
+                if (!Files.isRegularFile(dir.resolve("tokenizer.json")))
+                    throw new IllegalArgumentException("--tokenizer qwen3: " + dir + " has no tokenizer.json; run scripts/fetch-qwen3-tokenizer.sh");
+                return dir;
+            }
+            Path dir = Path.of(spec);
+            if (!Files.isDirectory(dir)) throw new IllegalArgumentException("--tokenizer " + spec + " is neither qwen3 nor a directory");
+            return dir;
         }
 
         static RlTrainer.OldLogprobs oldLogprobs(String name) {

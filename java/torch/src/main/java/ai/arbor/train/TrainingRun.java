@@ -5,7 +5,9 @@ import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rl.Recipe;
 import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.Budget;
+import ai.arbor.chat.ChatFormat;
 import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.rollout.Tokenizer;
 import ai.arbor.rollout.Seeds;
 import ai.arbor.task.Evaluator;
 import ai.arbor.task.Problem;
@@ -94,9 +96,13 @@ public final class TrainingRun {
      * @param microBatchTokens padded tokens per forward
      * @param threads          libtorch / OpenBLAS threads
      * @param out              output directory
+     * @param tokenizer        a Hugging Face tokenizer directory (tokenizer.json + tokenizer_config.json with the chat
+     *                         template, e.g. third_party/qwen3-tokenizer): the task is posed in its chat format
+     *                         ({@link ChatFormat}, Qwen3, thinking off) and the created model gets its vocabulary;
+     *                         null: the character tokenizer and the tag format
      */
     public record Setup(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init, int microBatchTokens,
-                        int threads, Path out) {
+                        int threads, Path out, Path tokenizer) {
         public Setup {
             if (task == null || model == null || out == null) throw new IllegalArgumentException("task, model and out are required");
             if (trainSize < 1 || heldOutSize < 0)
@@ -107,11 +113,11 @@ public final class TrainingRun {
 
         /** arith, seed 1, 4000 + 200 problems, {@link #defaultModel()}, 2048 tokens per forward, one thread. */
         public static Setup defaults() {
-            return new Setup("arith", 1, 4000, 200, defaultModel(), null, 2048, 1, Path.of("runs", "arith-grpo"));
+            return new Setup("arith", 1, 4000, 200, defaultModel(), null, 2048, 1, Path.of("runs", "arith-grpo"), null);
         }
 
         public Setup withOut(Path dir) {
-            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, dir);
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, dir, tokenizer);
         }
 
         /**
@@ -224,16 +230,21 @@ public final class TrainingRun {
         long t0 = System.nanoTime();
         CpuThreads.set(o.setup().threads());
         Files.createDirectories(o.setup().out());
-        CharTokenizer tok = CharTokenizer.ascii();
+        ChatFormat chat = o.setup().tokenizer() == null ? null : ChatFormat.qwen3(o.setup().tokenizer(), false);
+        Tokenizer tok = chat != null ? chat.tokenizer() : CharTokenizer.ascii();
+        PolicyConfig model = o.setup().model();
+        if (chat != null && model.vocab() < tok.vocabSize())
+            model = new PolicyConfig(embeddingRows(tok), model.dModel(), model.layers(), model.heads(), model.kvHeads(), model.ffnDim(), model.maxSeq(),
+                    model.ropeTheta(), model.normEps(), model.tiedEmbeddings(), model.seed());
         Path metricsFile = o.setup().out().resolve("metrics.jsonl");
         double sftSeconds = 0, rlSeconds = 0;
         List<Evaluator.Result> before = new ArrayList<>(), after = new ArrayList<>();
         Path checkpoint = o.setup().out().resolve("policy.safetensors");
         List<String> samples = new ArrayList<>();
-        try (TrainingTask task = TrainingTask.create(o.setup().task(), o.setup().seed(), o.setup().trainSize(), o.setup().heldOutSize());
+        try (chat; TrainingTask task = TrainingTask.create(o.setup().task(), o.setup().seed(), o.setup().trainSize(), o.setup().heldOutSize(), chat);
              MetricsLog log = new MetricsLog(metricsFile);
              ReferencePolicy policy = o.setup().init() != null ? ReferencePolicy.load(o.setup().init(), "auto", ScalarType.Float)
-                     : ReferencePolicy.create(o.setup().model().withSeed(Seeds.derive(o.setup().seed(), 7)), "auto", ScalarType.Float)) {
+                     : ReferencePolicy.create(model.withSeed(Seeds.derive(o.setup().seed(), 7)), "auto", ScalarType.Float)) {
             if (policy.config().vocab() < tok.vocabSize())
                 throw new IllegalArgumentException("the policy's vocabulary (" + policy.config().vocab() + ") is smaller than the tokenizer's ("
                         + tok.vocabSize() + ")");
@@ -261,9 +272,19 @@ public final class TrainingRun {
         }
     }
 
+    /**
+     * Embedding rows of a model created for a Hugging Face tokenizer: the Qwen2 / Qwen3 checkpoints' 151,936 for
+     * their 151,669-token tokenizer (so every kernel runs at the real logit width), else the tokenizer's size
+     * rounded up to a multiple of 128.
+     */
+    static int embeddingRows(Tokenizer tok) {
+        if (tok.tokenId("<|im_start|>") >= 0 && tok.vocabSize() <= 151_936) return 151_936;
+        return (tok.vocabSize() + 127) / 128 * 128;
+    }
+
     // ---------------------------------------------------------------------------------------------
 
-    private static void sft(Options o, TrainingTask task, CharTokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener) {
+    private static void sft(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener) {
         listener.message("rendering " + o.sft().demos() + " demonstrations (tools run for real) ...");
         List<Problem> demoProblems = new ArrayList<>();
         for (int i = 0; i < o.sft().demos(); i++) demoProblems.add(task.train().get(i % task.train().size()));
@@ -303,7 +324,7 @@ public final class TrainingRun {
         }
     }
 
-    private static void rl(Options o, TrainingTask task, CharTokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener)
+    private static void rl(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener)
             throws IOException {
         Recipe recipe = o.recipe();
         RlTrainer.Config cfg = new RlTrainer.Config(recipe, o.rl().budget(), o.rl().ppoEpochs(), o.rl().oldLogprobs());
@@ -351,7 +372,7 @@ public final class TrainingRun {
         return ref;
     }
 
-    private static List<Evaluator.Result> evaluate(Options o, TrainingTask task, CharTokenizer tok, ReferencePolicy policy, List<Problem> set,
+    private static List<Evaluator.Result> evaluate(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, List<Problem> set,
                                                    String when, MetricsLog log, Listener listener, List<String> samples) {
         List<Evaluator.Result> out = new ArrayList<>();
         listener.message("evaluating " + when + " on " + set.size() + " held-out problems ...");

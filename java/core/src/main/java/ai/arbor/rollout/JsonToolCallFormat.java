@@ -20,6 +20,7 @@ public final class JsonToolCallFormat implements ToolCallFormat {
     static final String OPEN = "<tool_call>", CLOSE = "</tool_call>";
 
     private final String name;
+    private final List<String> stops;
     private final String observationTemplate;
     private final Predicate<String> answer;
     private final int maxArgumentChars;
@@ -31,6 +32,16 @@ public final class JsonToolCallFormat implements ToolCallFormat {
      * @param maxArgumentChars    longer calls are malformed
      */
     public JsonToolCallFormat(String name, String observationTemplate, Predicate<String> answer, int maxArgumentChars) {
+        this(name, List.of(CLOSE), observationTemplate, answer, maxArgumentChars);
+    }
+
+    /**
+     * @param stops stop strings of a turn: {@code [</tool_call>]}, or none when the turn ends at the
+     *              tokenizer's EOS (the model closes its own turn, {@link #qwen3})
+     */
+    public JsonToolCallFormat(String name, List<String> stops, String observationTemplate, Predicate<String> answer, int maxArgumentChars) {
+        if (stops == null) throw new IllegalArgumentException("stops must not be null (empty: the turn ends at EOS)");
+        this.stops = List.copyOf(stops);
         if (observationTemplate == null || !observationTemplate.contains("{output}"))
             throw new IllegalArgumentException("observationTemplate must contain {output}, got " + observationTemplate);
         if (maxArgumentChars < 1) throw new IllegalArgumentException("maxArgumentChars must be >= 1, got " + maxArgumentChars);
@@ -52,6 +63,20 @@ public final class JsonToolCallFormat implements ToolCallFormat {
                 Answers.NON_BLANK, 1 << 20);
     }
 
+    /**
+     * Qwen3's chat template (tokenizer_config.json of the Qwen3 models): the model ends every turn itself with
+     * {@code <|im_end|>} (the tokenizer's EOS, so no stop string), a tool call being
+     * {@code <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>}; the observation is the template's tool
+     * turn and the next generation prompt: {@code \n<|im_start|>user\n<tool_response>\n…\n</tool_response><|im_end|>\n<|im_start|>assistant\n},
+     * followed by {@code <think>\n\n</think>\n\n} when thinking is off (what the template's generation prompt
+     * adds for {@code enable_thinking=false}). ai.arbor.chat.ChatFormat pairs it with the template; docs/chat.md.
+     */
+    public static JsonToolCallFormat qwen3(boolean thinking) {
+        return new JsonToolCallFormat(thinking ? "qwen3" : "qwen3-no-think", List.of(),
+                "\n<|im_start|>user\n<tool_response>\n{output}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+                        + (thinking ? "" : "<think>\n\n</think>\n\n"), Answers.NON_BLANK, 1 << 20);
+    }
+
     @Override
     public String name() {
         return name;
@@ -59,7 +84,7 @@ public final class JsonToolCallFormat implements ToolCallFormat {
 
     @Override
     public List<String> stopStrings() {
-        return List.of(CLOSE);
+        return stops;
     }
 
     @Override

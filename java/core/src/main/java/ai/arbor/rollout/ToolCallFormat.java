@@ -8,7 +8,8 @@ import java.util.List;
  *   <li>{@link MarkdownToolCallFormat#cort()}: CoRT / TIR, {@code ```python … ```} then {@code ```output … ```};</li>
  *   <li>{@link TagToolCallFormat#arpo()}: ARPO/AEPO, {@code <python>…</python>}, {@code <search>…</search>} → {@code <result>…</result>};</li>
  *   <li>{@link TagToolCallFormat#searchR1()}: Search-R1 / Tree-GRPO, {@code <search>…</search>} → {@code <information>…</information>};</li>
- *   <li>{@link JsonToolCallFormat#hermes()}: {@code <tool_call>{"name":…,"arguments":…}</tool_call>} → {@code <tool_response>…</tool_response>}.</li>
+ *   <li>{@link JsonToolCallFormat#hermes()}: {@code <tool_call>{"name":…,"arguments":…}</tool_call>} → {@code <tool_response>…</tool_response>};</li>
+ *   <li>{@link JsonToolCallFormat#qwen3(boolean)}: the same calls in Qwen3's chat turns, the turn ending at {@code <|im_end|>}.</li>
  * </ul>
  * A format never throws for anything a model writes: unreadable calls are {@link ParsedTurn.Kind#MALFORMED_CALL},
  * which the agent loop answers with {@link #renderError}.
@@ -46,7 +47,7 @@ public interface ToolCallFormat {
         return "\nReach max function call limit.";
     }
 
-    /** The built-in formats by name: {@code cort}, {@code arpo}, {@code search-r1}, {@code hermes}, {@code chatml-json}. */
+    /** The built-in formats by name: {@code cort}, {@code arpo}, {@code search-r1}, {@code hermes}, {@code chatml-json}, {@code qwen3}, {@code qwen3-no-think}. */
     static ToolCallFormat byName(String name) {
         return switch (name == null ? "" : name) {
             case "cort", "tir", "markdown" -> MarkdownToolCallFormat.cort();
@@ -54,8 +55,10 @@ public interface ToolCallFormat {
             case "search-r1", "searchr1", "tree-grpo" -> TagToolCallFormat.searchR1();
             case "hermes", "json" -> JsonToolCallFormat.hermes();
             case "chatml-json", "qwen" -> JsonToolCallFormat.chatMl();
+            case "qwen3" -> JsonToolCallFormat.qwen3(true);
+            case "qwen3-no-think" -> JsonToolCallFormat.qwen3(false);
             default -> throw new IllegalArgumentException("unknown tool-call format '" + name
-                    + "' (known: cort, arpo, search-r1, hermes, chatml-json)");
+                    + "' (known: cort, arpo, search-r1, hermes, chatml-json, qwen3, qwen3-no-think)");
         };
     }
 }

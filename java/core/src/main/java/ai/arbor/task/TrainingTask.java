@@ -96,6 +96,20 @@ public interface TrainingTask extends AutoCloseable {
      * @param heldOutSize held-out problems (disjoint from training)
      */
     static TrainingTask create(String name, long seed, int trainSize, int heldOutSize) {
+        return create(name, seed, trainSize, heldOutSize, null);
+    }
+
+    /**
+     * A built-in task posed in a model's chat format ({@link ai.arbor.chat.ChatFormat}: its template, its tool
+     * calls, its tokenizer), or in the tag format when {@code chat} is null. Only {@code arith} has chat-format
+     * demonstrations so far.
+     */
+    static TrainingTask create(String name, long seed, int trainSize, int heldOutSize, ai.arbor.chat.ChatFormat chat) {
+        if (chat != null) {
+            String n = name == null ? "" : name.trim().toLowerCase(Locale.ROOT);
+            if (!n.equals("arith")) throw new IllegalArgumentException("task '" + name + "' has no chat-format version yet (arith has)");
+            return new ChatArithTraining(new ArithTraining(new ArithTask(seed, trainSize, heldOutSize)), chat);
+        }
         String n = name == null ? "" : name.trim().toLowerCase(Locale.ROOT);
         return switch (n) {
             case "arith" -> new ArithTraining(new ArithTask(seed, trainSize, heldOutSize));

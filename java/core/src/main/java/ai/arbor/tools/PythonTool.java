@@ -24,6 +24,11 @@ public final class PythonTool implements Tool {
     /** The tool's JSON-schema parameters: {@code {"code": string}} (or the code itself as the argument). */
     public static final String PARAMETERS_SCHEMA = "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"description\":\"Python code to run\"}},\"required\":[\"code\"]}";
 
+    /** What the tool tells the model it does (JSON tool-call prompts). */
+    public static final String DESCRIPTION = "Runs Python 3 code in a stateful sandbox (like a notebook: variables persist between calls; the "
+            + "value of a final expression is printed). numpy and sympy are available; no network, no files outside /tmp "
+            + "and the working directory. Returns stdout and stderr.";
+
     private static final ObjectMapper JSON = new ObjectMapper();
     private final SandboxSession session;
 
@@ -43,9 +48,7 @@ public final class PythonTool implements Tool {
 
     @Override
     public String description() {
-        return "Runs Python 3 code in a stateful sandbox (like a notebook: variables persist between calls; the "
-                + "value of a final expression is printed). numpy and sympy are available; no network, no files outside /tmp "
-                + "and the working directory. Returns stdout and stderr.";
+        return DESCRIPTION;
     }
 
     @Override

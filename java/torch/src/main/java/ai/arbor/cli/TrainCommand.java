@@ -139,6 +139,10 @@ public final class TrainCommand implements Callable<Integer> {
                 "directory (arbor init-model; docs/models.md): its weights start the run, the result is also written to OUT/model."})
         String model;
 
+        @Option(names = "--tokenizer", description = {"Pose the task in this Hugging Face tokenizer's chat format (its tokenizer.json, chat template,",
+                "Qwen3 tool calls; thinking off): a directory, or qwen3 for third_party/qwen3-tokenizer (fetched by ./arbor). See docs/chat.md."})
+        String tokenizer;
+
         @Option(names = "--micro-batch-tokens", description = "Padded tokens per forward (default 2048).")
         Integer microBatchTokens;
 
@@ -164,7 +168,8 @@ public final class TrainCommand implements Callable<Integer> {
             Path modelDir = model != null && java.nio.file.Files.isDirectory(Path.of(model)) ? Path.of(model) : null;
             TrainingRun.Setup setup = new TrainingRun.Setup(task, seed, or(trainSize, ds.trainSize()), ds.heldOutSize(),
                     model == null || modelDir != null ? ds.model() : parseModel(model, ds.model()), init, or(microBatchTokens, ds.microBatchTokens()),
-                    or(threads, ds.threads()), out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed), modelDir);
+                    or(threads, ds.threads()), out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed), modelDir,
+                    tokenizerDir(tokenizer));
             TrainingRun.Sft dsft = D.sft();
             TrainingRun.Sft sft = TrainingRun.Sft.of(or(sftDemos, dsft.demos()), or(sftSteps, dsft.steps()), or(sftBatch, dsft.batch()),
                     or(sftLr, dsft.optim().lr()), or(maxGradNorm, dsft.optim().maxGradNorm()));
@@ -191,6 +196,21 @@ public final class TrainCommand implements Callable<Integer> {
             };
             return base.toBuilder().klType(recipe.klType()).klCoef(recipe.klCoef()).entropyCoef(recipe.entropyCoef())
                     .temperature(recipe.temperature()).build();
+        }
+
+        /** {@code --tokenizer}: {@code qwen3} is the copy scripts/fetch-qwen3-tokenizer.sh makes under the repository ($ARBOR_HOME, set by ./arbor). */
+        static Path tokenizerDir(String spec) {
+            if (spec == null) return null;
+            if (spec.equals("qwen3")) {
+                String home = System.getenv("ARBOR_HOME");
+                Path dir = (home != null ? Path.of(home) : Path.of("")).resolve("third_party/qwen3-tokenizer");
+                if (!Files.isRegularFile(dir.resolve("tokenizer.json")))
+                    throw new IllegalArgumentException("--tokenizer qwen3: " + dir + " has no tokenizer.json; run scripts/fetch-qwen3-tokenizer.sh");
+                return dir;
+            }
+            Path dir = Path.of(spec);
+            if (!Files.isDirectory(dir)) throw new IllegalArgumentException("--tokenizer " + spec + " is neither qwen3 nor a directory");
+            return dir;
         }
 
         static RlTrainer.OldLogprobs oldLogprobs(String name) {

@@ -5,7 +5,9 @@ import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rl.Recipe;
 import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.Budget;
+import ai.arbor.chat.ChatFormat;
 import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.rollout.Tokenizer;
 import ai.arbor.rollout.Seeds;
 import ai.arbor.task.Evaluator;
 import ai.arbor.task.Problem;
@@ -97,14 +99,19 @@ public final class TrainingRun {
      * @param out              output directory
      * @param modelDir         a Hugging Face model directory whose weights start the run (SFT included), or null; the
      *                         trained policy is also written there in that layout, under {@code out/model}
+     * @param tokenizer        a Hugging Face tokenizer directory (tokenizer.json + tokenizer_config.json with the chat
+     *                         template, e.g. third_party/qwen3-tokenizer): the task is posed in its chat format
+     *                         ({@link ChatFormat}, Qwen3, thinking off) and the created model gets its vocabulary;
+     *                         null: the model directory's tokenizer where it has one, else the character tokenizer and the
+     *                         tag format
      */
     public record Setup(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init, int microBatchTokens,
-                        int threads, Path out, Path modelDir) {
+                        int threads, Path out, Path modelDir, Path tokenizer) {
 
-        /** A run whose policy is created from {@code model} or loaded from {@code init} (no model directory). */
+        /** A run whose policy is created from {@code model} or loaded from {@code init}, in the character format. */
         public Setup(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init, int microBatchTokens,
                      int threads, Path out) {
-            this(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, null);
+            this(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, null, null);
         }
 
         public Setup {
@@ -121,11 +128,11 @@ public final class TrainingRun {
         }
 
         public Setup withOut(Path dir) {
-            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, dir, modelDir);
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, dir, modelDir, tokenizer);
         }
 
         public Setup withModelDir(Path dir) {
-            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, dir);
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, dir, tokenizer);
         }
 
         /**
@@ -238,17 +245,26 @@ public final class TrainingRun {
         long t0 = System.nanoTime();
         CpuThreads.set(o.setup().threads());
         Files.createDirectories(o.setup().out());
-        CharTokenizer tok = CharTokenizer.ascii();
+        // A model directory that carries a tokenizer with a chat template poses the task in that format too.
+        Path tokDir = o.setup().tokenizer() != null ? o.setup().tokenizer()
+                : o.setup().modelDir() != null && Files.isRegularFile(o.setup().modelDir().resolve("tokenizer.json"))
+                        && Files.isRegularFile(o.setup().modelDir().resolve("tokenizer_config.json")) ? o.setup().modelDir() : null;
+        ChatFormat chat = tokDir == null ? null : ChatFormat.qwen3(tokDir, false);
+        Tokenizer tok = chat != null ? chat.tokenizer() : CharTokenizer.ascii();
+        PolicyConfig model = o.setup().model();
+        if (chat != null && model.vocab() < tok.vocabSize())
+            model = new PolicyConfig(embeddingRows(tok), model.dModel(), model.layers(), model.heads(), model.kvHeads(), model.ffnDim(), model.maxSeq(),
+                    model.ropeTheta(), model.normEps(), model.tiedEmbeddings(), model.seed());
         Path metricsFile = o.setup().out().resolve("metrics.jsonl");
         double sftSeconds = 0, rlSeconds = 0;
         List<Evaluator.Result> before = new ArrayList<>(), after = new ArrayList<>();
         Path checkpoint = o.setup().out().resolve("policy.safetensors");
         List<String> samples = new ArrayList<>();
-        try (TrainingTask task = TrainingTask.create(o.setup().task(), o.setup().seed(), o.setup().trainSize(), o.setup().heldOutSize());
+        try (chat; TrainingTask task = TrainingTask.create(o.setup().task(), o.setup().seed(), o.setup().trainSize(), o.setup().heldOutSize(), chat);
              MetricsLog log = new MetricsLog(metricsFile);
              ReferencePolicy policy = o.setup().init() != null ? ReferencePolicy.load(o.setup().init(), "auto", ScalarType.Float)
                      : o.setup().modelDir() != null ? HfCheckpoint.load(o.setup().modelDir(), "auto", ScalarType.Float)
-                     : ReferencePolicy.create(o.setup().model().withSeed(Seeds.derive(o.setup().seed(), 7)), "auto", ScalarType.Float)) {
+                     : ReferencePolicy.create(model.withSeed(Seeds.derive(o.setup().seed(), 7)), "auto", ScalarType.Float)) {
             if (policy.config().vocab() < tok.vocabSize())
                 throw new IllegalArgumentException("the policy's vocabulary (" + policy.config().vocab() + ") is smaller than the tokenizer's ("
                         + tok.vocabSize() + ")");
@@ -270,8 +286,7 @@ public final class TrainingRun {
             }
             policy.save(checkpoint);
             if (o.setup().modelDir() != null) {
-                // the trained policy in the layout it came in, with the directory's tokenizer files
-                Path tokDir = Files.isRegularFile(o.setup().modelDir().resolve("tokenizer.json")) ? o.setup().modelDir() : null;
+                // the trained policy in the layout it came in, with the tokenizer files it was trained with
                 HfCheckpoint.save(policy, o.setup().out().resolve("model"), HfCheckpoint.SaveOptions.defaults().withTokenizer(tokDir));
             }
             Path plot = plot(o, log, o.setup().out().resolve("training.png"));
@@ -283,9 +298,19 @@ public final class TrainingRun {
         }
     }
 
+    /**
+     * Embedding rows of a model created for a Hugging Face tokenizer: the Qwen2 / Qwen3 checkpoints' 151,936 for
+     * their 151,669-token tokenizer (so every kernel runs at the real logit width), else the tokenizer's size
+     * rounded up to a multiple of 128.
+     */
+    static int embeddingRows(Tokenizer tok) {
+        if (tok.tokenId("<|im_start|>") >= 0 && tok.vocabSize() <= 151_936) return 151_936;
+        return (tok.vocabSize() + 127) / 128 * 128;
+    }
+
     // ---------------------------------------------------------------------------------------------
 
-    private static void sft(Options o, TrainingTask task, CharTokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener) {
+    private static void sft(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener) {
         listener.message("rendering " + o.sft().demos() + " demonstrations (tools run for real) ...");
         List<Problem> demoProblems = new ArrayList<>();
         for (int i = 0; i < o.sft().demos(); i++) demoProblems.add(task.train().get(i % task.train().size()));
@@ -325,7 +350,7 @@ public final class TrainingRun {
         }
     }
 
-    private static void rl(Options o, TrainingTask task, CharTokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener)
+    private static void rl(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener)
             throws IOException {
         Recipe recipe = o.recipe();
         RlTrainer.Config cfg = new RlTrainer.Config(recipe, o.rl().budget(), o.rl().ppoEpochs(), o.rl().oldLogprobs());
@@ -378,7 +403,7 @@ public final class TrainingRun {
         return ref;
     }
 
-    private static List<Evaluator.Result> evaluate(Options o, TrainingTask task, CharTokenizer tok, ReferencePolicy policy, List<Problem> set,
+    private static List<Evaluator.Result> evaluate(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, List<Problem> set,
                                                    String when, MetricsLog log, Listener listener, List<String> samples) {
         List<Evaluator.Result> out = new ArrayList<>();
         listener.message("evaluating " + when + " on " + set.size() + " held-out problems ...");

@@ -90,6 +90,14 @@ class TrainCommandTest {
     }
 
     @Test
+    void tokenizerOptionNamesADirectoryOrTheFetchedQwen3(@TempDir Path dir) {
+        assertEquals(null, parsed().setup().tokenizer());
+        assertEquals(dir, parsed("--tokenizer", dir.toString()).setup().tokenizer());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> parsed("--tokenizer", dir.resolve("nope").toString()));
+        assertTrue(e.getMessage().contains("neither qwen3 nor a directory"), e.getMessage());
+    }
+
+    @Test
     void eachOptionOverridesOneValueAndTheRestAreTheLibrarysDefaults() {
         TrainingRun.Options d = TrainingRun.Options.defaults(), o = parsed();
         assertEquals(d.sft(), o.sft());

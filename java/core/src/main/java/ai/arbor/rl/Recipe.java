@@ -170,7 +170,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
      * Ã = A·(1 + 0.2·Ĥ); GRPO; no KL; token-mean; outcome reward.
      */
     public static final Recipe AEPO = pg("aepo", (n, budget) -> new AepoRollout(AepoRollout.Config.defaults()
-                    .withPaths(budget.unlimited() ? n : 8 * n).withBudget(budget)),
+                    .withPaths(budget.unlimited() ? n : 8 * n, Math.max(1, n / 2)).withBudget(budget)),
             AdvantageEstimator.GRPO, TokenShaping.aepo(), List.of(), PolicyLossConfig.aepo(), OUTCOME, 16);
 
     /**

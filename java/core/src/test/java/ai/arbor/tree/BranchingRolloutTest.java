@@ -87,7 +87,7 @@ class BranchingRolloutTest {
         for (double dh : new double[] {1.5, -1.0}) {
             ScriptedGenerator gen = new ScriptedGenerator(TOK, random(0.7, 0.5, e1For(0.5, dh))).recordRequests(false);
             try (RolloutEngine engine = engine(gen, 6)) {
-                ArpoRollout s = new ArpoRollout(ArpoRollout.Config.defaults().withPaths(16, 4));
+                ArpoRollout s = new ArpoRollout(ArpoRollout.Config.paper().withPaths(16, 4));
                 RolloutBatch<TreeGroup> batch = engine.run(prompts(40), s, 9);
                 long hits = 0, n = 0;
                 for (TreeGroup g : batch.groups()) {
@@ -121,20 +121,20 @@ class BranchingRolloutTest {
         ScriptedGenerator gen = new ScriptedGenerator(TOK, random(0.7, 0.5, e1For(0.5, dh))).recordRequests(false);
         try (RolloutEngine engine = engine(gen, 6)) {
             // code timing: the step that ended with the call decides; at a path's first call that step is its first, so ΔH = 0
-            ArpoRollout code = new ArpoRollout(ArpoRollout.Config.defaults().withPaths(16, 4).withTiming(EntropyTiming.STEP_BEFORE_CALL));
+            ArpoRollout code = new ArpoRollout(ArpoRollout.Config.paper().withPaths(16, 4).withTiming(EntropyTiming.STEP_BEFORE_CALL));
             Map<Double, Integer> seen = new HashMap<>();
             for (TreeGroup g : engine.run(prompts(10), code, 1).groups())
                 for (BranchingRounds.Decision d : decisions(g)) seen.merge(Math.round(d.deltaH() * 1e4) / 1e4, 1, Integer::sum);
             assertEquals(2, seen.size(), "ΔH is 0 (first call) or 1.5: " + seen);
             assertTrue(seen.containsKey(0.0) && seen.containsKey(1.5), seen.toString());
             // code's H_initial for branches: measured on their own first step (post-tool, e1), so their ΔH is 0
-            ArpoRollout own = new ArpoRollout(ArpoRollout.Config.defaults().withPaths(16, 4).withInheritInitialEntropy(false));
+            ArpoRollout own = new ArpoRollout(ArpoRollout.Config.paper().withPaths(16, 4).withInheritInitialEntropy(false));
             seen.clear();
             for (TreeGroup g : engine.run(prompts(10), own, 1).groups())
                 for (BranchingRounds.Decision d : decisions(g)) seen.merge(Math.round(d.deltaH() * 1e4) / 1e4, 1, Integer::sum);
             assertTrue(seen.containsKey(0.0) && seen.containsKey(1.5), seen.toString());
             // paper rule: deterministic
-            ArpoRollout paper = new ArpoRollout(ArpoRollout.Config.defaults().withPaths(16, 4).withRule(new BranchRule.ArpoPaper(0.3, 0.2, 0.5)));
+            ArpoRollout paper = new ArpoRollout(ArpoRollout.Config.paper().withPaths(16, 4).withRule(new BranchRule.ArpoPaper(0.3, 0.2, 0.5)));
             for (TreeGroup g : engine.run(prompts(4), paper, 1).groups())
                 for (BranchingRounds.Decision d : decisions(g)) assertTrue(d.branched(), "0.3 + 0.2·1.5 > 0.5");
         }
@@ -153,7 +153,7 @@ class BranchingRolloutTest {
         for (AepoRollout.ToolEntropySource src : AepoRollout.ToolEntropySource.values()) {
             ScriptedGenerator gen = new ScriptedGenerator(TOK, fixed(2, e0, e1)).recordRequests(false);
             try (RolloutEngine engine = engine(gen, 6)) {
-                AepoRollout s = new AepoRollout(AepoRollout.Config.defaults().withToolEntropySource(src));
+                AepoRollout s = new AepoRollout(AepoRollout.Config.released().withPremonitoring(true).withToolEntropySource(src));
                 RolloutBatch<TreeGroup> batch = engine.run(prompts(3), s, 2);
                 double hRoot = 20 * e0 / LN_V;   // the probe has 46 tokens before its stop; the first 20 count
                 double hTool = src == AepoRollout.ToolEntropySource.ALL_STEPS ? 20 * (e0 + 2 * e1) / 3 / LN_V : 20 * e1 / LN_V;
@@ -181,7 +181,7 @@ class BranchingRolloutTest {
         ScriptedGenerator gen = new ScriptedGenerator(TOK, random(0.8, e0, e1)).recordRequests(false);
         Map<Double, long[]> byProbability = new HashMap<>();
         try (RolloutEngine engine = engine(gen, 8)) {
-            AepoRollout s = new AepoRollout(AepoRollout.Config.defaults().withPaths(32));
+            AepoRollout s = new AepoRollout(AepoRollout.Config.paper().withPaths(32).withSplit(AepoRollout.SplitRule.CODE, 0.5));
             for (TreeGroup g : engine.run(prompts(30), s, 4).groups()) {
                 @SuppressWarnings("unchecked")
                 List<Integer> perRound = (List<Integer>) g.info().get("roundNewPaths");
@@ -230,7 +230,7 @@ class BranchingRolloutTest {
             long budget = 3000;
             ArpoRollout b = new ArpoRollout(ArpoRollout.Config.defaults().withPaths(1000, 4).withBudget(Budget.tokens(budget)));
             for (TreeGroup g : engine.run(prompts(3), b, 4).groups()) {
-                assertTrue(g.cost().generatedTokens() >= budget, g.cost().toString());
+                assertTrue(Math.abs(g.cost().generatedTokens() / (double) budget - 1) <= 0.1, g.cost().toString());
                 assertTrue(g.trajectories().size() < 1000);
             }
         }

@@ -8,6 +8,7 @@ import ai.arbor.kernels.KlType;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.kernels.TokenShaping;
+import ai.arbor.reward.FormatGatedReward;
 import ai.arbor.reward.OutcomeReward;
 import ai.arbor.reward.OverlongShaping;
 import ai.arbor.reward.QaFormatReward;
@@ -156,22 +157,43 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
             (task, agent) -> task.questionAnswering() ? new QaFormatReward(QaGrader.standard(), task.wellFormed(), 1, 0.2, 0.1)
                     : OutcomeReward.of(task.checker()), 6);
 
-    /**
-     * ARPO (Dong et al. 2025, arXiv 2507.19849): entropy-adaptive branching after tool calls, n = 16 paths of which
-     * n / 2 global samples (with a budget: 8·n paths at most); GRPO; PPO 0.2; no KL; token-mean; outcome reward.
-     */
-    public static final Recipe ARPO = pg("arpo", (n, budget) -> new ArpoRollout(ArpoRollout.Config.defaults()
-                    .withPaths(budget.unlimited() ? n : 8 * n, Math.max(1, n / 2)).withBudget(budget)),
-            AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.defaults(), OUTCOME, 16);
+    // --- ARPO / AEPO: the released forms by default, AEPO's paper form as its own recipe (rollout strategies and
+    // --- the search reward: see ai.arbor.tree, FormatGatedReward; docs/algorithms.md §4–§6)
 
     /**
-     * AEPO (Dong et al. 2025, arXiv 2510.14545): entropy pre-monitoring splits n = 16 paths (with a budget: 8·n at
-     * most) with the consecutive-branching penalty; the stop-gradient clip on every token; entropy-aware advantage
-     * Ã = A·(1 + 0.2·Ĥ); GRPO; no KL; token-mean; outcome reward.
+     * ARPO's and AEPO's released reward ({@code deep_research.py}): on question answering, format-gated F1 (invalid
+     * format −1; +0.1 with both tools) with the task's own format check; on math, the outcome 1/0.
      */
-    public static final Recipe AEPO = pg("aepo", (n, budget) -> new AepoRollout(AepoRollout.Config.defaults()
+    private static final Rewards ARPO_REWARD = (task, agent) -> task.questionAnswering() ? FormatGatedReward.arpo(task.wellFormed())
+            : OutcomeReward.of(task.checker());
+
+    /**
+     * ARPO (Dong et al. 2025, arXiv 2507.19849) as released: entropy-adaptive branching after tool calls
+     * ({@link ArpoRollout.Config#released()}: ΔH of the step that ended with the call), n = 16 paths of which n / 2
+     * global samples (with a budget: 8·n paths at most); GRPO; PPO 0.2; no KL; token-mean; {@link #ARPO_REWARD}.
+     */
+    public static final Recipe ARPO = pg("arpo", (n, budget) -> new ArpoRollout(ArpoRollout.Config.released()
                     .withPaths(budget.unlimited() ? n : 8 * n, Math.max(1, n / 2)).withBudget(budget)),
-            AdvantageEstimator.GRPO, TokenShaping.aepo(), List.of(), PolicyLossConfig.aepo(), OUTCOME, 16);
+            AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.defaults(), ARPO_REWARD, 16);
+
+    /**
+     * AEPO (Dong et al. 2025, arXiv 2510.14545) as released ({@code AEPO_Qwen25_7B_DeepResearch.sh}): dynamic rollouts
+     * off, so a fixed n / 2 of n = 16 paths are global samples, with the consecutive-branching penalty
+     * ({@link AepoRollout.Config#released()}); the stop-gradient clip on every token; no entropy-aware advantage (the
+     * release computes it only when entropy_coeff ≠ 0, which it is not); GRPO; no KL; token-mean; {@link #ARPO_REWARD}.
+     */
+    public static final Recipe AEPO = pg("aepo", (n, budget) -> new AepoRollout(AepoRollout.Config.released()
+                    .withPaths(budget.unlimited() ? n : 8 * n, Math.max(1, n / 2)).withBudget(budget)),
+            AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.aepo(), ARPO_REWARD, 16);
+
+    /**
+     * AEPO as the paper describes it: entropy pre-monitoring splits the paths ({@link AepoRollout.Config#paper()}) and
+     * the entropy-aware advantage Ã = A·(1 + 0.2·Ĥ) is on; otherwise as {@link #AEPO}.
+     */
+    public static final Recipe AEPO_PAPER = pg("aepo-paper", (n, budget) -> new AepoRollout(AepoRollout.Config.paper()
+                    .withPaths(budget.unlimited() ? n : 8 * n, Math.max(1, n / 2)).withBudget(budget)),
+            AdvantageEstimator.GRPO, TokenShaping.aepo(), List.of(), PolicyLossConfig.aepo(), ARPO_REWARD, 16);
+    // --- end ARPO / AEPO
 
     /**
      * TAO-RL (docs/algorithms.md §3, §6): GRPO-TCR plus the tool-aware filter, the degenerate-group filter (reward
@@ -181,14 +203,14 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     public static final Recipe TAO_RL = pg("tao-rl", CHAINS, AdvantageEstimator.GRPO, TokenShaping.taoRl(),
             List.of(new ToolAwareFilter(), new DegenerateGroupFilter()), PolicyLossConfig.grpoTcr(), TOOL_CALL_OVERLONG, 8);
 
-    private static final List<Recipe> ALL = List.of(SFT, RFT, GRPO, GRPO_TCR, TREE_GRPO, ARPO, AEPO, TAO_RL);
+    private static final List<Recipe> ALL = List.of(SFT, RFT, GRPO, GRPO_TCR, TREE_GRPO, ARPO, AEPO, AEPO_PAPER, TAO_RL);
 
     /** Every built-in recipe, in the order of docs/algorithms.md §6. */
     public static List<Recipe> values() {
         return ALL;
     }
 
-    /** By command-line name ({@code sft, rft, grpo, grpo-tcr, tree-grpo, arpo, aepo, tao-rl}); case and '-'/'_' ignored. */
+    /** By command-line name ({@code sft, rft, grpo, grpo-tcr, tree-grpo, arpo, aepo, aepo-paper, tao-rl}); case and '-'/'_' ignored. */
     public static Recipe byName(String name) {
         if (name == null) throw new IllegalArgumentException("recipe name must not be null");
         String n = name.trim().toLowerCase(Locale.ROOT).replace('_', '-');

@@ -59,6 +59,71 @@ class BranchingRolloutTest {
     }
 
     @Test
+    void arpoThresholdIsTheCodesBranchProbability() {
+        // ARPO's code: prob = clip(random() − 0.2·ΔH); no branch when prob > branch_probability. So τ = 0.7 branches with
+        // probability 0.7 at ΔH = 0 (the earlier reading U + βΔH ≥ τ would give 0.3), 0.9 at ΔH = 1, 0.5 at ΔH = −1
+        BranchRule r = new BranchRule.ArpoCode(0.2, 0.7);
+        assertEquals(0.7, r.probability(0, 0), 1e-12);
+        assertEquals(0.9, r.probability(1, 0), 1e-12);
+        assertEquals(0.5, r.probability(-1, 0), 1e-12);
+        assertEquals(1.0, r.probability(2, 0), 1e-12);
+        assertEquals(0.0, new BranchRule.ArpoCode(0.2, 0.1).probability(-1, 0), 1e-12);
+        assertEquals(1.0, new BranchRule.ArpoCode(0.2, 1.0).probability(-4, 0), 1e-12, "clip(…) ≤ 1 always");
+        assertEquals(0.0, new BranchRule.ArpoCode(0.2, -0.1).probability(4, 0), 1e-12, "clip(…) ≥ 0 > τ");
+        // the draw: U = 0.65 − 0.2·0 = 0.65 ≤ 0.7 branches; U = 0.75 does not; U = 0.85 at ΔH = 1: 0.65 ≤ 0.7 branches
+        assertTrue(r.decide(0, 0, fixedU(0.65)));
+        assertFalse(r.decide(0, 0, fixedU(0.75)));
+        assertTrue(r.decide(1, 0, fixedU(0.85)));
+        Random rnd = new Random(77);
+        for (double dh : new double[] {0, 1, -1}) {
+            int hits = 0, n = 20000;
+            for (int i = 0; i < n; i++) if (r.decide(dh, 0, rnd)) hits++;
+            assertFrequency(hits, n, r.probability(dh, 0), "τ = 0.7, ΔH = " + dh);
+        }
+    }
+
+    /** A Random whose nextDouble is {@code u}. */
+    static Random fixedU(double u) {
+        return new Random() {
+            @Override
+            public double nextDouble() {
+                return u;
+            }
+        };
+    }
+
+    @Test
+    void aepoReleasedFormHasAFixedSplitThePenaltyAndNoProbes() {
+        double e0 = 0.2, e1 = e1For(e0, 0.5);
+        ScriptedGenerator gen = new ScriptedGenerator(TOK, random(0.8, e0, e1)).recordRequests(false);
+        try (RolloutEngine engine = engine(gen, 8)) {
+            RolloutBatch<TreeGroup> batch = engine.run(prompts(20), new AepoRollout(AepoRollout.Config.released()), 5);
+            boolean penalized = false;
+            for (TreeGroup g : batch.groups()) {
+                assertEquals(false, g.info().get("premonitoring"));
+                assertEquals(8, g.info().get("initialPaths"), "the released split: 8 of 16");
+                assertNull(g.info().get("hRoot"), "no pre-monitoring probes");
+                assertEquals(16, g.trajectories().size());
+                // cost = the tree's own steps: nothing generated outside it
+                long tree = g.trees().get(0).nodes().stream().filter(x -> !x.isRoot()).mapToLong(x -> x.step().generated().length).sum();
+                assertEquals(tree, g.cost().generatedTokens());
+                @SuppressWarnings("unchecked")
+                List<Integer> perRound = (List<Integer>) g.info().get("roundNewPaths");
+                int[] l = new int[perRound.size() + 1];
+                for (int r = 1; r <= perRound.size(); r++) l[r] = perRound.get(r - 1) > 0 ? l[r - 1] + 1 : 0;
+                for (BranchingRounds.Decision d : decisions(g)) {
+                    assertEquals(l[d.round()], d.consecutive(), "the penalty's l, per prompt");
+                    double f = Math.max(0, 1 - 0.05 * d.consecutive());
+                    assertEquals(Math.max(0, Math.min(1, 1 - (0.5 / f - 0.2 * d.deltaH()))), d.probability(), 1e-9);
+                    penalized |= d.consecutive() > 0;
+                }
+            }
+            assertTrue(penalized, "some decisions were taken under the consecutive-branch penalty");
+            assertEquals(gen.tokensGenerated(), batch.cost().generatedTokens());
+        }
+    }
+
+    @Test
     void stepEntropyAndSplitFormulas() {
         float[] h = {1, 2, 3, 4};
         assertEquals(6 / Math.log(100), new StepEntropy(3, StepEntropy.Aggregation.SUM, true).of(h, 100), 1e-12);

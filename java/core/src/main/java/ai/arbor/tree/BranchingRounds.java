@@ -72,7 +72,7 @@ final class BranchingRounds {
         this.rnd = rnd;
         // The root is never stepped itself: every path, initial or fresh, is a fork of it.
         this.tree = new RolloutTree(0, loop.start(prompt, ctx.promptContext(), ctx.pathSeed(-1), ctx.meter()));
-        this.pacer = new BudgetPacer(s.budget(), loop.config().maxTurns());
+        this.pacer = new BudgetPacer(s.budget(), loop.config().maxGenerations());
     }
 
     /** The budget pacer (AEPO feeds it its probe rollout before {@link #run}). */

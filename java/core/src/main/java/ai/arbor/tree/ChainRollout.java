@@ -47,7 +47,7 @@ public final class ChainRollout implements RolloutStrategy<TreeGroup> {
     @Override
     public CompletableFuture<TreeGroup> rollout(Prompt prompt, RolloutContext ctx) {
         List<RolloutTree> trees = new ArrayList<>();
-        BudgetPacer pacer = new BudgetPacer(budget, ctx.loop().config().maxTurns());
+        BudgetPacer pacer = new BudgetPacer(budget, ctx.loop().config().maxGenerations());
         int first = pacer.active() ? Math.min(n, BudgetPacer.PILOT) : n;
         int[] waves = {0};
         return wave(prompt, ctx, trees, pacer, first, waves, RolloutCost.ZERO).thenApply(v -> {

@@ -114,7 +114,7 @@ public final class TreeGrpoRollout implements RolloutStrategy<TreeGroup> {
             chains.add(PathRunner.run(ctx.loop(), root));
         }
         List<Expansion> expansions = new ArrayList<>();
-        BudgetPacer pacer = new BudgetPacer(config.budget, ctx.loop().config().maxTurns());
+        BudgetPacer pacer = new BudgetPacer(config.budget, ctx.loop().config().maxGenerations());
         return PathRunner.all(chains).thenCompose(cs -> {
             for (int i = 0; i < config.m; i++) {
                 trees.get(i).addChain(trees.get(i).root(), cs.get(i));

@@ -150,4 +150,22 @@ class BudgetRolloutTest {
             }
         }
     }
+
+    @Test
+    void pacedRolloutsAreDeterministicForASeed() {
+        long seed = ScriptedGenerator.seed();
+        System.out.println("pacedRolloutsAreDeterministicForASeed seed=" + seed);
+        for (Map.Entry<String, Function<Budget, RolloutStrategy<TreeGroup>>> e : strategies().entrySet()) {
+            List<List<String>> runs = new ArrayList<>();
+            for (int k = 0; k < 2; k++) {
+                ScriptedGenerator gen = new ScriptedGenerator(TOK, random(0.6, 0.5, 0.9)).recordRequests(false);
+                try (RolloutEngine engine = engine(gen, 6)) {
+                    RolloutBatch<TreeGroup> b = engine.run(prompts(6), e.getValue().apply(Budget.tokens(3000)), seed);
+                    runs.add(b.trajectories().stream().map(t -> t.prompt().id() + t.treeIndex() + java.util.Arrays.toString(t.nodePath())
+                            + java.util.Arrays.toString(t.tokens())).toList());
+                }
+            }
+            assertEquals(runs.get(0), runs.get(1), e.getKey() + ": the same seed, the same paced rollout");
+        }
+    }
 }

@@ -213,4 +213,26 @@ class TreeGrpoRolloutTest {
         assertThrows(IllegalArgumentException.class, () -> new TreeGrpoRollout.Config(2, -1, 1, 3, null));
         assertEquals(new TreeGrpoRollout.Config(2, 2, 1, 3, Budget.UNLIMITED), TreeGrpoRollout.Config.defaults());
     }
+
+    @Test
+    void treeGrpoExpandsFromAnInvalidActionWhenThePathGoesOn() {
+        // a policy whose first turn is void: with Tree-GRPO's loop the void step is an inner node, a candidate for expansion
+        ScriptedGenerator.Script s = (ctx, rnd) -> {
+            if (!ctx.contains("My previous action is invalid")) return ScriptedGenerator.Turn.of(word(rnd, 8));
+            return ScriptedGenerator.Turn.of(word(rnd, 8) + " <answer>" + word(rnd, 2) + "</answer>");
+        };
+        ScriptedGenerator gen = new ScriptedGenerator(TOK, s).recordRequests(false);
+        try (RolloutEngine engine = ai.arbor.rollout.RolloutEngine.builder().generator(gen).tokenizer(TOK)
+                .format(ai.arbor.rollout.TagToolCallFormat.searchR1()).tools(ai.arbor.rollout.ToolProvider.none())
+                .config(ai.arbor.rollout.AgentConfig.builder().maxNewTokens(200).maxTurns(3).build().treeGrpo()).toolThreads(1).build()) {
+            for (TreeGroup g : engine.run(prompts(4), new TreeGrpoRollout(), 11).groups()) {
+                for (var t : g.trajectories()) {
+                    assertEquals(ai.arbor.rollout.Termination.ANSWER, t.termination(), "the path went on past its void turn");
+                    assertEquals(ai.arbor.rollout.TurnOutcome.VOID, t.steps().get(0).outcome());
+                }
+                // candidates at iteration 0 = the root and the void node of the first chain
+                for (TreeGrpoRollout.Expansion x : expansions(g)) assertEquals(2, x.candidates());
+            }
+        }
+    }
 }

@@ -12,6 +12,7 @@ import ai.arbor.kernels.SamplingParams;
 import ai.arbor.kernels.TokenShaping;
 import ai.arbor.reward.AnswerChecker;
 import ai.arbor.reward.CodeExecutionPenalty;
+import ai.arbor.reward.FormatGatedReward;
 import ai.arbor.reward.OutcomeReward;
 import ai.arbor.reward.OverlongShaping;
 import ai.arbor.reward.QaFormatReward;
@@ -165,23 +166,44 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
             (task, agent) -> task.questionAnswering() ? new QaFormatReward(QaGrader.standard(), task.wellFormed(), 1, 0.2, 0.1)
                     : OutcomeReward.of(task.checker()), 6, 8);
 
-    /**
-     * ARPO (Dong et al. 2025, arXiv 2507.19849): entropy-adaptive branching after tool calls, n = 16 paths of which
-     * n / 2 global samples (with a budget: 8·n paths at most); GRPO; PPO 0.2 with dual clip c = 3; no KL; token-mean;
-     * outcome reward; 8 mini-batches.
-     */
-    public static final Recipe ARPO = pg("arpo", (n, budget) -> new ArpoRollout(ArpoRollout.Config.defaults()
-                    .withPaths(budget.unlimited() ? n : 8 * n, Math.max(1, n / 2)).withBudget(budget)),
-            AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.vanilla(), OUTCOME, 16, 8);
+    // --- ARPO / AEPO: the released forms by default, AEPO's paper form as its own recipe (rollout strategies and
+    // --- the search reward: see ai.arbor.tree, FormatGatedReward; docs/algorithms.md §4–§6)
 
     /**
-     * AEPO (Dong et al. 2025, arXiv 2510.14545): entropy pre-monitoring splits n = 16 paths (with a budget: 8·n at
-     * most) with the consecutive-branching penalty; the stop-gradient clip on every token with dual clip c = 3;
-     * entropy-aware advantage Ã = A·(1 + 0.2·Ĥ); GRPO; no KL; token-mean; outcome reward; 8 mini-batches.
+     * ARPO's and AEPO's released reward ({@code deep_research.py}): on question answering, format-gated F1 (invalid
+     * format −1; +0.1 with both tools) with the task's own format check; on math, the outcome 1/0.
      */
-    public static final Recipe AEPO = pg("aepo", (n, budget) -> new AepoRollout(AepoRollout.Config.defaults()
-                    .withPaths(budget.unlimited() ? n : 8 * n).withBudget(budget)),
-            AdvantageEstimator.GRPO, TokenShaping.aepo(), List.of(), PolicyLossConfig.aepo(), OUTCOME, 16, 8);
+    private static final Rewards ARPO_REWARD = (task, agent) -> task.questionAnswering() ? FormatGatedReward.arpo(task.wellFormed())
+            : OutcomeReward.of(task.checker());
+
+    /**
+     * ARPO (Dong et al. 2025, arXiv 2507.19849) as released: entropy-adaptive branching after tool calls
+     * ({@link ArpoRollout.Config#released()}: ΔH of the step that ended with the call), n = 16 paths of which n / 2
+     * global samples (with a budget: 8·n paths at most); GRPO; PPO 0.2 with dual clip c = 3; no KL; token-mean;
+     * {@link #ARPO_REWARD}; 8 mini-batches.
+     */
+    public static final Recipe ARPO = pg("arpo", (n, budget) -> new ArpoRollout(ArpoRollout.Config.released()
+                    .withPaths(budget.unlimited() ? n : 8 * n, Math.max(1, n / 2)).withBudget(budget)),
+            AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.vanilla(), ARPO_REWARD, 16, 8);
+
+    /**
+     * AEPO (Dong et al. 2025, arXiv 2510.14545) as released ({@code AEPO_Qwen25_7B_DeepResearch.sh}): dynamic rollouts
+     * off, so a fixed n / 2 of n = 16 paths are global samples, with the consecutive-branching penalty
+     * ({@link AepoRollout.Config#released()}); the stop-gradient clip on every token with dual clip c = 3; no entropy-aware advantage (the
+     * release computes it only when entropy_coeff ≠ 0, which it is not); GRPO; no KL; token-mean; {@link #ARPO_REWARD}; 8 mini-batches.
+     */
+    public static final Recipe AEPO = pg("aepo", (n, budget) -> new AepoRollout(AepoRollout.Config.released()
+                    .withPaths(budget.unlimited() ? n : 8 * n, Math.max(1, n / 2)).withBudget(budget)),
+            AdvantageEstimator.GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.aepo(), ARPO_REWARD, 16, 8);
+
+    /**
+     * AEPO as the paper describes it: entropy pre-monitoring splits the paths ({@link AepoRollout.Config#paper()}) and
+     * the entropy-aware advantage Ã = A·(1 + 0.2·Ĥ) is on; otherwise as {@link #AEPO}.
+     */
+    public static final Recipe AEPO_PAPER = pg("aepo-paper", (n, budget) -> new AepoRollout(AepoRollout.Config.paper()
+                    .withPaths(budget.unlimited() ? n : 8 * n, Math.max(1, n / 2)).withBudget(budget)),
+            AdvantageEstimator.GRPO, TokenShaping.aepo(), List.of(), PolicyLossConfig.aepo(), ARPO_REWARD, 16, 8);
+    // --- end ARPO / AEPO
 
     /** TAO-RL's loss as released: clip-higher 0.2 / 0.28, verl's dual clip c = 3, entropy bonus 0.001, token-mean. */
     private static final PolicyLossConfig TAO_RL_LOSS = PolicyLossConfig.builder().epsHigh(0.28).dualClipC(3).entropyCoef(0.001).build();
@@ -233,7 +255,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
         };
     }
 
-    private static final List<Recipe> ALL = List.of(SFT, RFT, GRPO, GRPO_TCR, TREE_GRPO, ARPO, AEPO, TAO_RL, TAO_RL_PAPER, CORT, CORT_THINK);
+    private static final List<Recipe> ALL = List.of(SFT, RFT, GRPO, GRPO_TCR, TREE_GRPO, ARPO, AEPO, AEPO_PAPER, TAO_RL, TAO_RL_PAPER, CORT, CORT_THINK);
 
     /** Every built-in recipe, in the order of docs/algorithms.md §6. */
     public static List<Recipe> values() {
@@ -241,7 +263,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     }
 
     /**
-     * By command-line name ({@code sft, rft, grpo, grpo-tcr, tree-grpo, arpo, aepo, tao-rl, tao-rl-paper, cort,
+     * By command-line name ({@code sft, rft, grpo, grpo-tcr, tree-grpo, arpo, aepo, aepo-paper, tao-rl, tao-rl-paper, cort,
      * cort-think}); case and '-'/'_' ignored.
      */
     public static Recipe byName(String name) {

@@ -21,9 +21,18 @@ import java.time.Duration;
  *                             it covers waiting for a sandbox worker and replaying the path's earlier calls
  * @param toolSessions         whether a path leases its stateful session per call (default) or holds it
  *                             for its whole life ({@link ToolSessionMode})
+ * @param invalidActionObservation null (default): a turn with neither a tool call nor an answer ends the path
+ *                             ({@link Termination#NO_ANSWER}, or the length ending when it was cut); else that text is
+ *                             appended as an observation (masked) and the path goes on — Tree-GRPO / Search-R1's
+ *                             "My previous action is invalid…" ({@link TagToolCallFormat#SEARCH_R1_INVALID}). Such a
+ *                             turn is still a void turn; it is not a tool call
+ * @param finalTurnWithoutTools after {@code maxTurns} turns, one more generation whose tool call is not executed, a leaf
+ *                             (Tree-GRPO's {@code generation_ts.py}: {@code max_turns} acting turns, then a final rollout
+ *                             with {@code do_search=False}); false (default): the {@code maxTurns}-th turn is the last
  */
 public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int maxTurns, int maxToolCalls, int maxResponseTokens, int maxObservationTokens,
-                          String limitNotice, Duration toolTimeout, ToolSessionMode toolSessions) {
+                          String limitNotice, Duration toolTimeout, ToolSessionMode toolSessions, String invalidActionObservation,
+                          boolean finalTurnWithoutTools) {
     public AgentConfig {
         if (sampling == null) throw new IllegalArgumentException("sampling must not be null");
         if (limits == null) throw new IllegalArgumentException("limits must not be null");
@@ -34,6 +43,19 @@ public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int 
         if (toolTimeout == null || toolTimeout.isNegative() || toolTimeout.isZero())
             throw new IllegalArgumentException("toolTimeout must be positive, got " + toolTimeout);
         if (toolSessions == null) throw new IllegalArgumentException("toolSessions must not be null");
+        if (invalidActionObservation != null && invalidActionObservation.isEmpty())
+            throw new IllegalArgumentException("invalidActionObservation must be null (end the path) or a non-empty text");
+    }
+
+    /** Generations a trajectory may take: {@code maxTurns}, plus the final one without tools when that is on. */
+    public int maxGenerations() {
+        return maxTurns + (finalTurnWithoutTools ? 1 : 0);
+    }
+
+    /** Tree-GRPO's released loop ({@code generation_ts.py}): invalid actions get Search-R1's reply, then a final turn without tools. */
+    public AgentConfig treeGrpo() {
+        return new AgentConfig(sampling, limits, maxTurns, maxToolCalls, maxResponseTokens, maxObservationTokens, limitNotice, toolTimeout,
+                toolSessions, TagToolCallFormat.SEARCH_R1_INVALID, true);
     }
 
     public static Builder builder() {
@@ -48,6 +70,8 @@ public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int 
         private String limitNotice;
         private Duration toolTimeout = Duration.ofSeconds(120);
         private ToolSessionMode toolSessions = ToolSessionMode.LEASE_PER_CALL;
+        private String invalidActionObservation;
+        private boolean finalTurnWithoutTools;
 
         public Builder sampling(SamplingParams s) {
             this.sampling = s;
@@ -101,9 +125,21 @@ public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int 
             return this;
         }
 
+        /** See {@link AgentConfig#invalidActionObservation()} (null: a void turn ends the path). */
+        public Builder invalidActionObservation(String text) {
+            this.invalidActionObservation = text;
+            return this;
+        }
+
+        /** See {@link AgentConfig#finalTurnWithoutTools()}. */
+        public Builder finalTurnWithoutTools(boolean on) {
+            this.finalTurnWithoutTools = on;
+            return this;
+        }
+
         public AgentConfig build() {
             return new AgentConfig(sampling, limits, maxTurns, maxToolCalls, maxResponseTokens, maxObservationTokens, limitNotice, toolTimeout,
-                    toolSessions);
+                    toolSessions, invalidActionObservation, finalTurnWithoutTools);
         }
     }
 }

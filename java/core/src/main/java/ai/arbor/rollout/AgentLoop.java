@@ -214,7 +214,7 @@ public final class AgentLoop {
             parsed = ParsedTurn.malformed("the tool call could not be read (" + PathTools.message(e) + ")");
         }
         boolean budgetLeft = s.responseTokens + g.length() < config.maxResponseTokens();
-        boolean lastTurn = s.turns + 1 >= config.maxTurns();
+        boolean lastTurn = s.turns + 1 >= config.maxGenerations();
         boolean truncatedTurn = g.finishReason() == FinishReason.LENGTH;
         Termination lengthEnd = budgetLeft ? Termination.TURN_LENGTH : Termination.MAX_TOKENS;
         switch (parsed.kind()) {
@@ -229,11 +229,36 @@ public final class AgentLoop {
                 return CompletableFuture.completedFuture(end(s, g, text, genNanos, TurnOutcome.ANSWER, truncatedTurn ? lengthEnd : Termination.ANSWER));
             }
             default -> {
+                // Tree-GRPO / Search-R1: an invalid action is answered and the path goes on (not on its last turn)
+                if (config.invalidActionObservation() != null && !lastTurn && budgetLeft)
+                    return CompletableFuture.completedFuture(invalidAction(s, g, text, genNanos, truncatedTurn ? TurnOutcome.TRUNCATED : TurnOutcome.VOID));
                 if (truncatedTurn) return CompletableFuture.completedFuture(end(s, g, text, genNanos, TurnOutcome.TRUNCATED, lengthEnd));
                 return CompletableFuture.completedFuture(end(s, g, text, genNanos, TurnOutcome.VOID,
                         lastTurn ? Termination.MAX_TURNS : Termination.NO_ANSWER));
             }
         }
+    }
+
+    /** A turn with neither a call nor an answer, answered with the invalid-action text (masked); the path goes on. */
+    private AgentState invalidAction(AgentState s, Generation g, String text, long genNanos, TurnOutcome outcome) {
+        int room = config.maxResponseTokens() - s.responseTokens - g.length();
+        int[] obs = tokenizer.encode(config.invalidActionObservation());
+        boolean cut = false;
+        if (obs.length > config.maxObservationTokens()) {
+            obs = Arrays.copyOf(obs, config.maxObservationTokens());
+            cut = true;
+        }
+        if (obs.length > room) {
+            obs = Arrays.copyOf(obs, room);
+            cut = true;
+        }
+        s.meter.observation(obs.length);
+        AgentStep step = new AgentStep(s.turns, g.tokens(), g.logprobs(), g.entropies(), s.nextPostTool, g.finishReason(), g.stopString(), text,
+                outcome, null, obs, cut, genNanos, null);
+        int[] appended = new int[g.length() + obs.length];
+        System.arraycopy(g.tokens(), 0, appended, 0, g.length());
+        System.arraycopy(obs, 0, appended, g.length(), obs.length);
+        return finish(s.next(step, s.context.extend(appended), s.toolCalls, obs.length >= room ? Termination.MAX_TOKENS : null));
     }
 
     /** The path ends after this generation (nothing appended). */

@@ -19,7 +19,8 @@ import java.util.concurrent.CompletableFuture;
  * Entropy-Balanced Policy Optimization"; released code {@code AEPO/.../vllm_rollout_with_tools.py}).
  *
  * <ol>
- *   <li><b>Entropy pre-monitoring.</b> H_root = entropy of the first k tokens of a short generation from
+ *   <li><b>Entropy pre-monitoring</b> (the paper's; the released runs turn it off, {@code ENABLE_DYNAMIC_ROLLOUTS=False},
+ *       and start a fixed {@code initialPaths} = 8 of the 16 paths as global samples). H_root = entropy of the first k tokens of a short generation from
  *       the prompt ({@code rootProbeTokens}, code 50); H̄_tool = mean step entropy over one full probe
  *       rollout. The {@code n}-path budget splits into m global samples and n − m branch slots:
  *       paper m = n·σ(β·(H_root − H̄_tool)); code {@code int(n·σ(0.5·ΔH)) + 1} clipped to [1, n]
@@ -31,8 +32,9 @@ import java.util.concurrent.CompletableFuture;
  * </ol>
  * Paper vs code, exposed: {@link SplitRule}; {@link ToolEntropySource} (code averages every probe step,
  * the first one — before any tool — included; the paper's H̄_tool is the entropy after tool calls);
- * {@link ConsecutiveScope}; plus ARPO's knobs. Defaults follow the code for the split, rule and scope,
- * and the paper for the entropy timing.
+ * {@link ConsecutiveScope}; plus ARPO's knobs. Two named forms: {@link Config#released()} (the default: fixed
+ * split, penalty on, the code's entropy timing) and {@link Config#paper()} (pre-monitoring split, entropy after
+ * the observation).
  */
 public final class AepoRollout implements RolloutStrategy<TreeGroup> {
 
@@ -53,7 +55,10 @@ public final class AepoRollout implements RolloutStrategy<TreeGroup> {
     }
 
     /**
-     * @param paths                 total trajectories per prompt n
+     * @param paths                 total trajectories per prompt n (with a budget: only an upper bound)
+     * @param initialPaths          global samples when pre-monitoring is off (code {@code initial_rollouts}, 8)
+     * @param premonitoring         split n by entropy pre-monitoring (paper; code {@code enable_dynamic_rollouts}) instead
+     *                              of starting {@code initialPaths} global samples (the released runs: off)
      * @param branchesPerEvent      Z, new paths per branching event (code {@code beam_size − 1})
      * @param entropy               how a step's entropy is measured
      * @param rule                  branching rule (with its consecutive penalty)
@@ -61,17 +66,19 @@ public final class AepoRollout implements RolloutStrategy<TreeGroup> {
      * @param inheritInitialEntropy a branch keeps its source's H_initial
      * @param freshPerRound         fresh samples per round when no path is active (0 = all at once)
      * @param scope                 what the consecutive count l counts
-     * @param splitRule             the m formula
+     * @param splitRule             the m formula (pre-monitoring)
      * @param splitBeta             β of the split (code 0.5)
      * @param rootProbeTokens       length of the H_root probe generation (code 50)
      * @param toolEntropySource     which probe steps H̄_tool averages
      * @param budget                per-prompt cost cap; with it, {@code paths} is only an upper bound
      */
-    public record Config(int paths, int branchesPerEvent, StepEntropy entropy, BranchRule rule, EntropyTiming timing, boolean inheritInitialEntropy,
-                         int freshPerRound, ConsecutiveScope scope, SplitRule splitRule, double splitBeta, int rootProbeTokens,
-                         ToolEntropySource toolEntropySource, Budget budget) {
+    public record Config(int paths, int initialPaths, boolean premonitoring, int branchesPerEvent, StepEntropy entropy, BranchRule rule,
+                         EntropyTiming timing, boolean inheritInitialEntropy, int freshPerRound, ConsecutiveScope scope, SplitRule splitRule,
+                         double splitBeta, int rootProbeTokens, ToolEntropySource toolEntropySource, Budget budget) {
         public Config {
             if (paths < 1) throw new IllegalArgumentException("paths must be >= 1, got " + paths);
+            if (initialPaths < 1 || initialPaths > paths)
+                throw new IllegalArgumentException("initialPaths must be in [1, paths=" + paths + "], got " + initialPaths);
             if (branchesPerEvent < 0) throw new IllegalArgumentException("branchesPerEvent must be >= 0, got " + branchesPerEvent);
             if (entropy == null || rule == null || timing == null || scope == null || splitRule == null || toolEntropySource == null)
                 throw new IllegalArgumentException("entropy, rule, timing, scope, splitRule and toolEntropySource are required");
@@ -81,50 +88,84 @@ public final class AepoRollout implements RolloutStrategy<TreeGroup> {
             if (budget == null) budget = Budget.UNLIMITED;
         }
 
-        /** Released defaults: 16 paths, Z = 1, code entropy / rule / split (β = 0.5) / scope, 50-token root probe. */
-        public static Config defaults() {
-            return new Config(16, 1, StepEntropy.code(), BranchRule.aepoCode(), EntropyTiming.AFTER_OBSERVATION, true, 1, ConsecutiveScope.PROMPT,
-                    SplitRule.CODE, 0.5, 50, ToolEntropySource.ALL_STEPS, Budget.UNLIMITED);
+        /**
+         * The released runs ({@code AEPO_Qwen25_7B_DeepResearch.sh}: {@code ENABLE_DYNAMIC_ROLLOUTS=False}): 16 paths,
+         * a fixed 8 global samples, Z = 1, the code's rule with its consecutive-branch penalty (l per prompt), the
+         * code's step entropy, timing (the step that ended with the call) and per-branch H_initial; no probes.
+         */
+        public static Config released() {
+            return new Config(16, 8, false, 1, StepEntropy.code(), BranchRule.aepoCode(), EntropyTiming.STEP_BEFORE_CALL, false, 1,
+                    ConsecutiveScope.PROMPT, SplitRule.CODE, 0.5, 50, ToolEntropySource.ALL_STEPS, Budget.UNLIMITED);
         }
 
+        /**
+         * The paper's rollout: entropy pre-monitoring splits the 16 paths (m = round(n·σ(β·(H_root − H̄_tool))), H̄_tool over the
+         * probe's post-tool steps, β = 0.5 from the code: the paper gives none), entropy measured after the observation, a
+         * branch inherits its source's H_initial; the code's branching rule (the paper gives no α, γ, τ).
+         */
+        public static Config paper() {
+            return new Config(16, 8, true, 1, StepEntropy.code(), BranchRule.aepoCode(), EntropyTiming.AFTER_OBSERVATION, true, 1,
+                    ConsecutiveScope.PROMPT, SplitRule.PAPER, 0.5, 50, ToolEntropySource.POST_TOOL_STEPS, Budget.UNLIMITED);
+        }
+
+        /** {@link #released()}. */
+        public static Config defaults() {
+            return released();
+        }
+
+        /** n paths, n / 2 of them global samples when pre-monitoring is off (the released ratio 8 of 16). */
         public Config withPaths(int n) {
-            return new Config(n, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
-                    rootProbeTokens, toolEntropySource, budget);
+            return withPaths(n, Math.max(1, n / 2));
+        }
+
+        public Config withPaths(int n, int initial) {
+            return new Config(n, initial, premonitoring, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope, splitRule,
+                    splitBeta, rootProbeTokens, toolEntropySource, budget);
+        }
+
+        public Config withPremonitoring(boolean on) {
+            return new Config(paths, initialPaths, on, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope, splitRule,
+                    splitBeta, rootProbeTokens, toolEntropySource, budget);
         }
 
         public Config withRule(BranchRule r) {
-            return new Config(paths, branchesPerEvent, entropy, r, timing, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
-                    rootProbeTokens, toolEntropySource, budget);
+            return new Config(paths, initialPaths, premonitoring, branchesPerEvent, entropy, r, timing, inheritInitialEntropy, freshPerRound, scope,
+                    splitRule, splitBeta, rootProbeTokens, toolEntropySource, budget);
         }
 
         public Config withScope(ConsecutiveScope sc) {
-            return new Config(paths, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, sc, splitRule, splitBeta,
-                    rootProbeTokens, toolEntropySource, budget);
+            return new Config(paths, initialPaths, premonitoring, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, sc,
+                    splitRule, splitBeta, rootProbeTokens, toolEntropySource, budget);
         }
 
         public Config withSplit(SplitRule r, double beta) {
-            return new Config(paths, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope, r, beta,
-                    rootProbeTokens, toolEntropySource, budget);
+            return new Config(paths, initialPaths, premonitoring, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope,
+                    r, beta, rootProbeTokens, toolEntropySource, budget);
         }
 
         public Config withToolEntropySource(ToolEntropySource src) {
-            return new Config(paths, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
-                    rootProbeTokens, src, budget);
+            return new Config(paths, initialPaths, premonitoring, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope,
+                    splitRule, splitBeta, rootProbeTokens, src, budget);
         }
 
         public Config withTiming(EntropyTiming t) {
-            return new Config(paths, branchesPerEvent, entropy, rule, t, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
-                    rootProbeTokens, toolEntropySource, budget);
+            return new Config(paths, initialPaths, premonitoring, branchesPerEvent, entropy, rule, t, inheritInitialEntropy, freshPerRound, scope,
+                    splitRule, splitBeta, rootProbeTokens, toolEntropySource, budget);
+        }
+
+        public Config withInheritInitialEntropy(boolean inherit) {
+            return new Config(paths, initialPaths, premonitoring, branchesPerEvent, entropy, rule, timing, inherit, freshPerRound, scope, splitRule,
+                    splitBeta, rootProbeTokens, toolEntropySource, budget);
         }
 
         public Config withEntropy(StepEntropy e) {
-            return new Config(paths, branchesPerEvent, e, rule, timing, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
-                    rootProbeTokens, toolEntropySource, budget);
+            return new Config(paths, initialPaths, premonitoring, branchesPerEvent, e, rule, timing, inheritInitialEntropy, freshPerRound, scope,
+                    splitRule, splitBeta, rootProbeTokens, toolEntropySource, budget);
         }
 
         public Config withBudget(Budget b) {
-            return new Config(paths, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope, splitRule, splitBeta,
-                    rootProbeTokens, toolEntropySource, b);
+            return new Config(paths, initialPaths, premonitoring, branchesPerEvent, entropy, rule, timing, inheritInitialEntropy, freshPerRound, scope,
+                    splitRule, splitBeta, rootProbeTokens, toolEntropySource, b);
         }
     }
 
@@ -161,6 +202,11 @@ public final class AepoRollout implements RolloutStrategy<TreeGroup> {
 
     @Override
     public CompletableFuture<TreeGroup> rollout(Prompt prompt, RolloutContext ctx) {
+        BranchingRounds.Settings s = new BranchingRounds.Settings(config.paths, config.branchesPerEvent, config.entropy, config.rule,
+                config.timing, config.inheritInitialEntropy, config.freshPerRound, true, config.scope, config.budget);
+        Map<String, Object> info = new HashMap<>();
+        info.put("premonitoring", config.premonitoring);
+        if (!config.premonitoring) return new BranchingRounds(s, prompt, ctx, new Random(ctx.strategySeed())).run(config.initialPaths, info);
         int vocab = ctx.loop().tokenizer().vocabSize();
         CompletableFuture<Double> hRoot = ctx.loop().probe(ctx.promptContext(), config.rootProbeTokens, Seeds.derive(ctx.seed(), 3, 0), ctx.meter())
                 .handle((Generation g, Throwable e) -> {
@@ -170,25 +216,29 @@ public final class AepoRollout implements RolloutStrategy<TreeGroup> {
         AgentState probe = ctx.loop().start(prompt, ctx.promptContext(), Seeds.derive(ctx.seed(), 3, 1), ctx.meter());
         CompletableFuture<List<AgentState>> probeRun = PathRunner.run(ctx.loop(), probe);
         return hRoot.thenCombine(probeRun, (root, states) -> {
+            List<AgentStep> steps = states.isEmpty() ? List.of() : states.get(states.size() - 1).steps();
             double sum = 0;
             int count = 0;
-            for (AgentStep st : states.isEmpty() ? List.<AgentStep>of() : states.get(states.size() - 1).steps()) {
+            for (AgentStep st : steps) {
                 if (config.toolEntropySource == ToolEntropySource.POST_TOOL_STEPS && !st.postTool()) continue;
                 double h = config.entropy.of(st.entropies(), vocab);
                 sum += Double.isNaN(h) ? 0 : h;
                 count++;
             }
             double tool = count == 0 ? root : sum / count;
-            return new double[] {root, tool};
-        }).thenCompose(h -> {
-            int m = globalSamples(config.splitRule, config.paths, config.splitBeta, h[0] - h[1]);
-            Map<String, Object> info = new HashMap<>();
-            info.put("hRoot", h[0]);
-            info.put("hTool", h[1]);
+            BranchingRounds rounds = new BranchingRounds(s, prompt, ctx, new Random(ctx.strategySeed()));
+            // The probe rollout is one whole path from the prompt: with a budget its cost tells how many paths the
+            // budget buys, and the split divides those (not the path bound) into global samples and branch slots.
+            if (!steps.isEmpty()) rounds.pacer().finished(steps, 0);
+            int n = config.paths;
+            if (rounds.pacer().active() && rounds.pacer().estimable())
+                n = Math.max(1, rounds.pacer().affordablePaths(ctx.meter().cost(), config.paths));
+            int m = globalSamples(config.splitRule, n, config.splitBeta, root - tool);
+            info.put("hRoot", root);
+            info.put("hTool", tool);
+            info.put("splitPaths", n);
             info.put("globalSamples", m);
-            BranchingRounds.Settings s = new BranchingRounds.Settings(config.paths, config.branchesPerEvent, config.entropy, config.rule,
-                    config.timing, config.inheritInitialEntropy, config.freshPerRound, true, config.scope, config.budget);
-            return new BranchingRounds(s, prompt, ctx, new Random(ctx.strategySeed())).run(m, info);
-        });
+            return rounds.run(m, info);
+        }).thenCompose(f -> f);
     }
 }

@@ -19,9 +19,10 @@ import java.util.concurrent.CompletableFuture;
  * slots. When no path is active and slots remain, the leftover budget goes to fresh samples.
  *
  * <p>Paper vs released code, exposed: the branching rule ({@link BranchRule}, default the code's); the
- * entropy timing ({@link EntropyTiming}, default the paper's: the tokens after the observation); whether
- * a branch inherits its source's H_initial (paper, default) or measures its own on its first step (code,
- * which makes a branch's first ΔH zero); fresh samples one per round (code, default) or all at once. Not
+ * entropy timing ({@link EntropyTiming}: the code's, the step that ended with the call, by default; the
+ * paper's, the tokens after the observation, in {@link Config#paper()}); whether a branch measures its own
+ * H_initial on its first step (code, default; a branch's first ΔH is then zero) or inherits its source's
+ * (paper); fresh samples one per round (code, default) or all at once. Not
  * replicated: the code keeps its initial-entropy table across batches (indices collide between steps).
  *
  * <p>Output: one {@link RolloutTree} per prompt (root = prompt; global samples are root children;
@@ -53,9 +54,23 @@ public final class ArpoRollout implements RolloutStrategy<TreeGroup> {
             if (budget == null) budget = Budget.UNLIMITED;
         }
 
-        /** The released defaults: 16 paths, 8 initial, Z = 1, code entropy and rule, paper timing. */
-        public static Config defaults() {
+        /**
+         * The released run ({@code ARPO_7B_Reasoning_1node.sh}): 16 paths, 8 initial, Z = 1 ({@code beam_size} 2), the code's
+         * step entropy and rule (τ = {@code branch_probability} 0.5, β = {@code entropy_weight} 0.2), ΔH of the step that
+         * ended with the call against the path's own first step (a branch measures its own), one fresh sample per round.
+         */
+        public static Config released() {
+            return new Config(16, 8, 1, StepEntropy.code(), BranchRule.arpoCode(), EntropyTiming.STEP_BEFORE_CALL, false, 1, Budget.UNLIMITED);
+        }
+
+        /** The paper's reading: as {@link #released()} but ΔH of the tokens after the observation, a branch inheriting H_initial. */
+        public static Config paper() {
             return new Config(16, 8, 1, StepEntropy.code(), BranchRule.arpoCode(), EntropyTiming.AFTER_OBSERVATION, true, 1, Budget.UNLIMITED);
+        }
+
+        /** {@link #released()}. */
+        public static Config defaults() {
+            return released();
         }
 
         public Config withPaths(int paths, int initialPaths) {

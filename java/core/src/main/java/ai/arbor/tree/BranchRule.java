@@ -7,8 +7,9 @@ import java.util.Random;
  * {@code l} of consecutive branchings (docs/algorithms.md §4). Four forms, the papers' and their released
  * code's:
  * <ul>
- *   <li>{@link ArpoCode}: branch iff U + β·ΔH ≥ τ, U ~ Uniform(0,1) — ARPO's code (β = 0.2, τ = 0.5),
- *       so P(branch) = clip(1 − τ + β·ΔH, 0, 1);</li>
+ *   <li>{@link ArpoCode}: branch iff clip(U − β·ΔH, 0, 1) ≤ τ, U ~ Uniform(0,1) — ARPO's code (β =
+ *       {@code entropy_weight} 0.2, τ = {@code branch_probability} 0.5), so τ is the base probability of
+ *       branching: P(branch) = clip(τ + β·ΔH, 0, 1) (1 when τ ≥ 1);</li>
  *   <li>{@link ArpoPaper}: branch iff α + β·ΔH &gt; τ (deterministic given ΔH);</li>
  *   <li>{@link AepoCode}: branch iff clip((U + β·ΔH)·max(0, 1 − c·l), 0, 1) ≥ τ — AEPO's code
  *       (β = 0.2, c = 0.05, τ = 0.5);</li>
@@ -25,7 +26,11 @@ public interface BranchRule {
     /** Draws the decision; a stochastic rule consumes exactly one {@code rnd.nextDouble()}. */
     boolean decide(double deltaH, int consecutive, Random rnd);
 
-    /** ARPO's released rule: branch iff U + β·ΔH ≥ τ. */
+    /**
+     * ARPO's released rule ({@code vllm_rollout_with_tools.py}: {@code prob = clip(random() − entropy_weight·ΔH)};
+     * no branch if {@code prob > branch_probability}): branch iff clip(U − β·ΔH, 0, 1) ≤ τ. τ is what the code calls
+     * the branch probability: with ΔH = 0 a path branches with probability τ, and a rise in entropy raises it.
+     */
     record ArpoCode(double beta, double tau) implements BranchRule {
         public ArpoCode {
             finite("beta", beta);
@@ -34,12 +39,15 @@ public interface BranchRule {
 
         @Override
         public double probability(double deltaH, int consecutive) {
-            return clip01(1 - tau + beta * deltaH);
+            if (tau >= 1) return 1;   // clip(…) ≤ 1 always
+            if (tau < 0) return 0;
+            // for τ ∈ [0, 1) the clip does not change the comparison: clip(x) ≤ τ ⇔ x ≤ τ
+            return clip01(tau + beta * deltaH);
         }
 
         @Override
         public boolean decide(double deltaH, int consecutive, Random rnd) {
-            return rnd.nextDouble() + beta * deltaH >= tau;
+            return clip01(rnd.nextDouble() - beta * deltaH) <= tau;
         }
     }
 

@@ -57,9 +57,13 @@ final class BranchingRounds {
     private final List<Path> paths = new ArrayList<>();
     private final List<Decision> decisions = new ArrayList<>();
     private final List<Integer> roundNewPaths = new ArrayList<>();
+    private final BudgetPacer pacer;
     private int promptConsecutive;
     private int missingEntropy;
     private int fresh;
+    /** Global samples of the split not started yet (only with a budget: started as they fit). */
+    private int pendingGlobals;
+    private int pilot;
 
     BranchingRounds(Settings s, Prompt prompt, RolloutContext ctx, Random rnd) {
         this.s = s;
@@ -68,15 +72,35 @@ final class BranchingRounds {
         this.rnd = rnd;
         // The root is never stepped itself: every path, initial or fresh, is a fork of it.
         this.tree = new RolloutTree(0, loop.start(prompt, ctx.promptContext(), ctx.pathSeed(-1), ctx.meter()));
+        this.pacer = new BudgetPacer(s.budget(), loop.config().maxGenerations());
     }
 
+    /** The budget pacer (AEPO feeds it its probe rollout before {@link #run}). */
+    BudgetPacer pacer() {
+        return pacer;
+    }
+
+    /**
+     * Runs the rounds from {@code initialPaths} global samples. With a budget they are started as they fit:
+     * all that fit at once when a cost estimate exists (AEPO's probe), else a pilot of at most
+     * {@link BudgetPacer#PILOT} first and the rest at round ends while they fit — never more than the budget
+     * buys, however large the path bound.
+     */
     CompletableFuture<TreeGroup> run(int initialPaths, Map<String, Object> info) {
         int m = Math.max(1, Math.min(initialPaths, s.maxPaths()));
-        for (int i = 0; i < m; i++) newPath(tree.root(), Double.NaN, 0);
+        int start;
+        if (!pacer.active()) start = m;
+        else if (pacer.estimable()) start = Math.max(1, Math.min(m, pacer.affordablePaths(ctx.meter().cost(), m)));
+        else start = Math.min(m, BudgetPacer.PILOT);
+        pilot = pacer.active() && !pacer.estimable() ? start : 0;
+        pendingGlobals = m - start;
+        for (int i = 0; i < start; i++) newPath(tree.root(), Double.NaN, 0);
         return round(0).thenApply(v -> {
             List<Trajectory> out = new ArrayList<>();
             for (Path p : paths) out.add(tree.trajectory(p.node, out.size()));
             info.put("initialPaths", m);
+            info.put("globalsNotStarted", pendingGlobals);
+            info.put("pilotPaths", pilot);
             info.put("paths", paths.size());
             info.put("freshPaths", fresh);
             info.put("decisions", List.copyOf(decisions));
@@ -98,6 +122,7 @@ final class BranchingRounds {
         return paths.size() < s.maxPaths() && !s.budget().exhaustedBy(ctx.meter().cost());
     }
 
+
     private CompletableFuture<Void> round(int round) {
         List<Path> active = new ArrayList<>();
         for (Path p : paths) if (!p.state.terminated()) active.add(p);
@@ -115,6 +140,7 @@ final class BranchingRounds {
                 p.state = results.get(i);
                 p.node = tree.add(p.node, p.state);
                 AgentStep step = p.state.lastStep();
+                pacer.observe(step, p.node.depth(), p.state.terminated());
                 double h = s.entropy().of(step.entropies(), loop.tokenizer().vocabSize());
                 if (Double.isNaN(h)) {
                     // The code counts a step without logprobs as entropy 0; so do we, visibly.
@@ -139,18 +165,40 @@ final class BranchingRounds {
             }
             boolean anyNew = false;
             int pathsBefore = paths.size();
+            // With a budget: the projected cost is what was spent plus the expected remainder of every active
+            // path; each new path is admitted only while its expected cost fits (BudgetPacer).
+            double[] projected = pacer.projection(ctx.meter().cost());
+            double[] spread = new double[2];
+            if (pacer.active())
+                for (Path p : paths)
+                    if (!p.state.terminated()) {
+                        double[] r = orZero(pacer.remaining(p.node.depth()));
+                        BudgetPacer.add(projected, r);
+                        spread[0] += r[0] * r[0];
+                        spread[1] += r[1] * r[1];
+                    }
+            BudgetPacer.Admission admission = pacer.admission(projected, spread);
+            while (pendingGlobals > 0 && canCreate() && admission.admit(pacer.remaining(0))) {
+                newPath(tree.root(), Double.NaN, 0);
+                pendingGlobals--;
+                anyNew = true;
+            }
             for (int e = 0; e < events.size(); e++) {
                 Path p = events.get(e);
                 int l = !s.penalizeConsecutive() ? 0 : s.scope() == ConsecutiveScope.PROMPT ? promptConsecutive : p.consecutive;
                 boolean branched = false;
                 List<Path> born = new ArrayList<>();
                 for (int z = 0; z < s.branchesPerEvent() && canCreate(); z++) {
+                    double[] unit = pacer.remaining(points.get(e).depth());
+                    if (!admission.admit(unit)) break;
                     double prob = s.rule().probability(deltas.get(e), l);
                     boolean b = s.rule().decide(deltas.get(e), l, rnd);
                     decisions.add(new Decision(round, p.index, deltas.get(e), l, prob, b));
                     if (b) {
                         born.add(newPath(points.get(e), s.inheritInitialEntropy() ? p.initialEntropy : Double.NaN, 0));
                         branched = true;
+                    } else {
+                        admission.release(unit);   // nothing was added
                     }
                 }
                 if (branched) {
@@ -165,17 +213,23 @@ final class BranchingRounds {
             for (Path p : paths) anyActive |= !p.state.terminated();
             boolean progress = ctx.meter().cost().generatedTokens() > before.generatedTokens();
             if (!anyActive && progress) {
-                // Leftover budget goes to fresh samples from the prompt (code: one per round while none is active).
-                int add = s.freshPerRound() > 0 ? s.freshPerRound() : Integer.MAX_VALUE;
-                for (int i = 0; i < add && canCreate(); i++) {
+                // Leftover budget goes to fresh samples from the prompt (code: one per round while none is active;
+                // with a budget, as many as fit at once, so the tail is not one path at a time).
+                int add = s.freshPerRound() > 0 && !pacer.active() ? s.freshPerRound() : Integer.MAX_VALUE;
+                for (int i = 0; i < add && canCreate() && admission.admit(pacer.remaining(0)); i++) {
                     newPath(tree.root(), Double.NaN, 0);
                     fresh++;
                     anyNew = true;
                 }
             }
             roundNewPaths.add(paths.size() - pathsBefore);
+    
             promptConsecutive = anyNew ? promptConsecutive + 1 : 0;
             return round(round + 1);
         });
+    }
+
+    private static double[] orZero(double[] c) {
+        return c == null ? new double[2] : c;
     }
 }

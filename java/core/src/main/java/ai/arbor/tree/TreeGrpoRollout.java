@@ -69,6 +69,8 @@ public final class TreeGrpoRollout implements RolloutStrategy<TreeGroup> {
     public record Expansion(int iteration, int tree, int node, int candidates, int nodesAtStart) {}
 
     private final Config config;
+    /** With a budget: iterations in a row that spend nothing in a capped unit before the search stops. */
+    private static final int MAX_IDLE_ITERATIONS = 4;
 
     public TreeGrpoRollout(Config config) {
         if (config == null) throw new IllegalArgumentException("config must not be null");
@@ -112,9 +114,13 @@ public final class TreeGrpoRollout implements RolloutStrategy<TreeGroup> {
             chains.add(PathRunner.run(ctx.loop(), root));
         }
         List<Expansion> expansions = new ArrayList<>();
+        BudgetPacer pacer = new BudgetPacer(config.budget, ctx.loop().config().maxGenerations());
         return PathRunner.all(chains).thenCompose(cs -> {
-            for (int i = 0; i < config.m; i++) trees.get(i).addChain(trees.get(i).root(), cs.get(i));
-            return iterate(ctx, rnd, trees, paths, expansions, 0);
+            for (int i = 0; i < config.m; i++) {
+                trees.get(i).addChain(trees.get(i).root(), cs.get(i));
+                finished(pacer, cs.get(i), 0);
+            }
+            return iterate(ctx, rnd, trees, paths, expansions, pacer, 0, 0);
         }).thenApply(v -> finish(prompt, ctx, rnd, trees, expansions));
     }
 
@@ -123,29 +129,50 @@ public final class TreeGrpoRollout implements RolloutStrategy<TreeGroup> {
         return config.l == 0 ? Integer.MAX_VALUE : config.l;
     }
 
+    /** The steps of a path run from a node at depth {@code from} (the ones before it are the tree's, seen already). */
+    private static void finished(BudgetPacer pacer, List<AgentState> path, int from) {
+        if (!path.isEmpty()) pacer.finished(path.get(path.size() - 1).steps(), from);
+    }
+
     private CompletableFuture<Void> iterate(RolloutContext ctx, Random rnd, List<RolloutTree> trees, int[] paths, List<Expansion> expansions,
-                                            int iteration) {
+                                            BudgetPacer pacer, int iteration, int idle) {
         RolloutCost before = ctx.meter().cost();
         if (iteration >= iterations() || config.n == 0 || config.budget.exhaustedBy(before)) return CompletableFuture.completedFuture(null);
         // Choose every tree's points from the nodes present now, before any of this iteration's paths exist.
+        // With a budget, a drawn point is expanded only while its expected cost (the remainder of a path at
+        // the point's depth) fits this iteration's admission (BudgetPacer); the search ends with an iteration
+        // that admits none.
+        BudgetPacer.Admission admission = pacer.admission(pacer.projection(before));
+        boolean full = false;
         List<TreeNode> points = new ArrayList<>();
         List<RolloutTree> owners = new ArrayList<>();
         for (RolloutTree t : trees) {
             List<TreeNode> candidates = t.expansionCandidates();
             int nodesAtStart = t.nodes().size();
             for (TreeNode p : chooseExpansionPoints(candidates, config.n, rnd)) {
+                if (full) break;
+                if (pacer.active() && !admission.admit(pacer.remaining(p.depth()))) {
+                    full = true;
+                    break;
+                }
                 points.add(p);
                 owners.add(t);
                 expansions.add(new Expansion(iteration, t.index(), p.id(), candidates.size(), nodesAtStart));
             }
         }
+        if (points.isEmpty()) return CompletableFuture.completedFuture(null);
         List<CompletableFuture<List<AgentState>>> runs = new ArrayList<>();
         for (TreeNode p : points) runs.add(PathRunner.run(ctx.loop(), ctx.loop().fork(p.state(), ctx.pathSeed(paths[0]++))));
         return PathRunner.all(runs).thenCompose(results -> {
-            for (int i = 0; i < points.size(); i++) owners.get(i).addChain(points.get(i), results.get(i));
-            boolean progress = ctx.meter().cost().generatedTokens() > before.generatedTokens();
-            if (!progress && !config.budget.unlimited()) return CompletableFuture.completedFuture(null);
-            return iterate(ctx, rnd, trees, paths, expansions, iteration + 1);
+            for (int i = 0; i < points.size(); i++) {
+                owners.get(i).addChain(points.get(i), results.get(i));
+                finished(pacer, results.get(i), points.get(i).depth());
+            }
+            // an iteration may spend nothing in the capped unit (expansions near the leaves make no tool call); a run
+            // of them means the policy does not spend that unit at all, and the search stops
+            int idleNow = pacer.progressed(before, ctx.meter().cost()) ? 0 : idle + 1;
+            if (idleNow >= MAX_IDLE_ITERATIONS && !config.budget.unlimited()) return CompletableFuture.completedFuture(null);
+            return iterate(ctx, rnd, trees, paths, expansions, pacer, iteration + 1, idleNow);
         });
     }
 

@@ -215,9 +215,26 @@ class RecipeTest {
         PolicyLossConfig c = Recipe.AEPO.withSampling(SamplingParams.temperature(0.7f)).loss();
         assertLoss(c, ClipMode.AEPO_STOP_GRADIENT, 0.2, 0.2, KlType.NONE, 0);
         assertEquals(1.0, c.aepoTopEntropyFraction(), 0, "the stop-gradient clip on every token (released code)");
-        assertEquals(TokenShaping.Mode.AEPO, Recipe.AEPO.shaping().mode());
-        assertEquals(0.2f, Recipe.AEPO.shaping().coef(), 0);
+        assertEquals(TokenShaping.broadcast(), Recipe.AEPO.shaping(), "released: no entropy-aware advantage (entropy_coeff = 0)");
+        assertFalse(aepo.config().premonitoring(), "released: dynamic rollouts off, a fixed split");
+        assertEquals(8, aepo.config().initialPaths());
         assertEquals(AdvantageEstimator.GRPO, Recipe.AEPO.estimator());
+        // the paper's form: pre-monitoring split and the entropy-aware advantage Ã = A·(1 + 0.2·Ĥ)
+        AepoRollout paper = (AepoRollout) Recipe.AEPO_PAPER.strategy(Budget.UNLIMITED);
+        assertEquals(AepoRollout.Config.paper(), paper.config());
+        assertTrue(paper.config().premonitoring());
+        assertEquals(TokenShaping.Mode.AEPO, Recipe.AEPO_PAPER.shaping().mode());
+        assertEquals(0.2f, Recipe.AEPO_PAPER.shaping().coef(), 0);
+        assertEquals(Recipe.AEPO.loss(), Recipe.AEPO_PAPER.loss());
+        // the released reward: format-gated F1 on QA (the task's format check), the outcome on math
+        for (Recipe r : List.of(Recipe.ARPO, Recipe.AEPO, Recipe.AEPO_PAPER)) {
+            RewardFunction f = r.reward().reward(kb, kb.agentConfig(SamplingParams.temperature(1f)));
+            String ok = "<search>Bo Ka</search> <result>\nDoc 1(Title: Bo Ka) Bo Ka works at Zu Corp.\n</result><answer>Zu Corp</answer>";
+            assertEquals(1.0, f.reward(said(ok, 1, 50), List.of("Zu Corp")), 1e-12);
+            assertEquals(0.5, f.reward(said(ok, 1, 50), List.of("Zu Inc")), 1e-12, "F1 of one word in two");
+            assertEquals(-1.0, f.reward(said("<search>Bo Ka</search><answer>Zu Corp</answer>", 1, 50), List.of("Zu Corp")), 1e-12);
+            assertInstanceOf(OutcomeReward.class, r.reward().reward(arith, arith.agentConfig(SamplingParams.temperature(1f))));
+        }
 
         Budget b = Budget.tokens(500);
         assertEquals(b, ((AepoRollout) Recipe.AEPO.withTrajectoriesPerPrompt(8).strategy(b)).config().budget());
@@ -233,7 +250,7 @@ class RecipeTest {
         assertEquals("chains(n=8)", Recipe.RFT.strategy(Budget.UNLIMITED).name());
         for (Recipe r : Recipe.values()) assertEquals(r, Recipe.byName(r.name()));
         assertEquals(Recipe.TREE_GRPO, Recipe.byName(" Tree_GRPO "));
-        assertEquals(List.of("sft", "rft", "grpo", "grpo-tcr", "tree-grpo", "arpo", "aepo", "tao-rl", "tao-rl-paper", "cort", "cort-think"),
+        assertEquals(List.of("sft", "rft", "grpo", "grpo-tcr", "tree-grpo", "arpo", "aepo", "aepo-paper", "tao-rl", "tao-rl-paper", "cort", "cort-think"),
                 Recipe.values().stream().map(Recipe::name).toList());
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Recipe.byName("ppo"));
         assertTrue(e.getMessage().contains("tree-grpo"), e.getMessage());

@@ -210,7 +210,7 @@ class StepPipelineTest {
         List<Scored> s = List.of(
                 scored(0, traj(0, new int[] {10, 11}, m, new float[] {1f, 2f}, new boolean[2], List.of(), Termination.ANSWER), 1),
                 scored(0, traj(0, new int[] {10, 12}, m, new float[] {3f, 4f}, new boolean[2], List.of(), Termination.ANSWER), 0));
-        TokenBatch b = new StepPipeline(Recipe.AEPO, TOK).prepare(s).batch();
+        TokenBatch b = new StepPipeline(Recipe.AEPO_PAPER, TOK).prepare(s).batch();
         // Ã = A·(1 + 0.2·(H − mean)/√(var + 1e-8)), mean 2.5, unbiased var 5/3 (docs/algorithms.md §3)
         double a = 0.5 / (Math.sqrt(0.5) + 1e-6), sd = Math.sqrt(5.0 / 3 + 1e-8);
         double[] h = {1, 2, 3, 4}, sign = {1, 1, -1, -1};

@@ -323,4 +323,64 @@ class AgentLoopTest {
         assertEquals(Termination.ANSWER, c.termination());
         assertArrayEquals(new int[] {1, 2}, Arrays.copyOf(AgentLoop.pathOf(2), 2));
     }
+
+    /** Turn 0 writes neither a call nor an answer; after the invalid-action reply it calls, then answers. */
+    static ScriptedGenerator.Script invalidFirst() {
+        return (ctx, rnd) -> {
+            if (!ctx.contains("My previous action is invalid")) return ScriptedGenerator.Turn.of("hmm");
+            if (count(ctx, "<result>") == 0) return new ScriptedGenerator.Turn("<python>x</python>", false, 0.5);
+            return ScriptedGenerator.Turn.of("so \\boxed{42}");
+        };
+    }
+
+    @Test
+    void anInvalidActionIsAnsweredAndThePathGoesOnWhenAsked() {
+        String invalid = TagToolCallFormat.SEARCH_R1_INVALID;
+        // default: the void turn ends the path
+        Trajectory ended = loop(new ScriptedGenerator(TOK, invalidFirst()), ToolProvider.shared(TestTools.echo("python")), cfg().build())
+                .run(prompt("Q?\n"), 3).join();
+        assertEquals(Termination.NO_ANSWER, ended.termination());
+        assertEquals("hmm".length() + 1, ended.length(), "the turn and its EOS, nothing appended");
+        // Tree-GRPO's form: the release's exact reply, masked, and the path continues to a call and an answer
+        AgentConfig tree = cfg().maxTurns(4).build().treeGrpo();
+        assertEquals(invalid, tree.invalidActionObservation());
+        Trajectory t = loop(new ScriptedGenerator(TOK, invalidFirst()), ToolProvider.shared(TestTools.echo("python")), tree).run(prompt("Q?\n"), 3).join();
+        assertEquals(Termination.ANSWER, t.termination());
+        String t0 = "hmm", o0 = invalid, t1 = "<python>x</python>", o1 = " <result>\nout:x\n</result>", t2 = "so \\boxed{42}";
+        // one token per character; EOS after t0 and t2
+        String[] parts = {t0, o0, t1, o1, t2};
+        int[] extra = {1, 0, 0, 0, 1};
+        boolean[] generated = {true, false, true, false, true};
+        List<Boolean> mask = new ArrayList<>();
+        for (int p = 0; p < parts.length; p++) for (int i = 0; i < parts[p].length() + extra[p]; i++) mask.add(generated[p]);
+        assertEquals(mask.size(), t.length());
+        for (int i = 0; i < t.length(); i++) assertEquals(mask.get(i), t.lossMask()[i], "token " + i);
+        assertEquals(invalid, TOK.decode(Arrays.copyOfRange(t.tokens(), t0.length() + 1, t0.length() + 1 + invalid.length())));
+        assertEquals(1, t.toolCalls().size(), "the invalid action is not a tool call");
+        assertTrue(t.hasVoidTurn(), "it is still a void turn");
+        // on the last turn an invalid action ends the path as before (no reply is appended)
+        Trajectory last = loop(new ScriptedGenerator(TOK, invalidFirst()), ToolProvider.shared(TestTools.echo("python")),
+                cfg().maxTurns(1).invalidActionObservation(invalid).build()).run(prompt("Q?\n"), 3).join();
+        assertEquals(Termination.MAX_TURNS, last.termination());
+        assertEquals("hmm".length() + 1, last.length());
+        assertThrows(IllegalArgumentException.class, () -> cfg().invalidActionObservation("").build());
+    }
+
+    @Test
+    void theFinalTurnRunsWithoutTools() {
+        // a policy that always calls: with maxTurns = 2 the second call is not executed; with the final turn, two calls
+        // run and a third generation follows whose call is not executed, a leaf
+        ScriptedGenerator.Script always = (ctx, rnd) -> new ScriptedGenerator.Turn("<python>x" + count(ctx, "<result>") + "</python>", false, 0.5);
+        Trajectory plain = loop(new ScriptedGenerator(TOK, always), ToolProvider.shared(TestTools.echo("python")), cfg().maxTurns(2).build())
+                .run(prompt("Q?\n"), 3).join();
+        assertEquals(Termination.MAX_TURNS, plain.termination());
+        assertEquals(List.of("x0"), plain.toolCalls().stream().map(ToolCallRecord::arguments).toList());
+        AgentConfig fin = cfg().maxTurns(2).finalTurnWithoutTools(true).build();
+        assertEquals(3, fin.maxGenerations());
+        Trajectory t = loop(new ScriptedGenerator(TOK, always), ToolProvider.shared(TestTools.echo("python")), fin).run(prompt("Q?\n"), 3).join();
+        assertEquals(Termination.MAX_TURNS, t.termination());
+        assertEquals(List.of("x0", "x1"), t.toolCalls().stream().map(ToolCallRecord::arguments).toList());
+        String expected = "<python>x0</python> <result>\nout:x0\n</result><python>x1</python> <result>\nout:x1\n</result><python>x2</python>";
+        assertEquals(expected, TOK.decode(t.tokens()), "the final turn's call is in the response, unexecuted, nothing after it");
+    }
 }

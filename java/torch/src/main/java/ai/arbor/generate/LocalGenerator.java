@@ -61,8 +61,25 @@ import org.bytedeco.pytorch.global.torch;
 @SuppressWarnings("try")
 public final class LocalGenerator implements Generator {
 
-    /** Sizing of the decode loop. */
-    public record Options(int maxBatch, int heldCapacity, int blockSize, int initialBlocks) {
+    /**
+     * Sizing of the decode loop, and which entropy a generation reports.
+     *
+     * @param topKEntropy report ARPO / AEPO's per-token entropy estimate instead of the exact one for requests
+     *                    with {@code topLogprobs > 0}: −Σ p·log p over the top-k alternatives plus the sampled token
+     *                    when it is not among them (what vLLM's {@code logprobs=k} returns and the releases'
+     *                    {@code vllm_rollout_with_tools.py} sums), so step entropies are measured as the releases
+     *                    measure them; false (default): exact
+     */
+    public record Options(int maxBatch, int heldCapacity, int blockSize, int initialBlocks, boolean topKEntropy) {
+        public Options(int maxBatch, int heldCapacity, int blockSize, int initialBlocks) {
+            this(maxBatch, heldCapacity, blockSize, initialBlocks, false);
+        }
+
+        /** These options reporting the top-k entropy estimate (see {@link #topKEntropy}). */
+        public Options withTopKEntropy(boolean on) {
+            return new Options(maxBatch, heldCapacity, blockSize, initialBlocks, on);
+        }
+
         public Options {
             if (maxBatch < 1) throw new IllegalArgumentException("maxBatch must be >= 1, got " + maxBatch);
             if (heldCapacity < 0) throw new IllegalArgumentException("heldCapacity must be >= 0, got " + heldCapacity);
@@ -468,6 +485,18 @@ public final class LocalGenerator implements Generator {
         }
     }
 
+    /** −Σ p·log p over the top-k alternatives, plus the sampled token when it is not among them (vLLM's logprobs). */
+    static float topKEntropy(int[] ids, float[] lps, int sampled, float sampledLp) {
+        double h = 0;
+        boolean seen = false;
+        for (int j = 0; j < ids.length; j++) {
+            h -= Math.exp(lps[j]) * lps[j];
+            seen |= ids[j] == sampled;
+        }
+        if (!seen) h -= Math.exp(sampledLp) * sampledLp;
+        return (float) h;
+    }
+
     /** Completes {@code a} if its last token ends it; true when it did. */
     private boolean finishIfDone(Active a) {
         GenerationLimits p = a.request.limits();
@@ -486,8 +515,10 @@ public final class LocalGenerator implements Generator {
         }
         if (reason == null && (a.n >= p.maxNewTokens() || a.context.length + a.n >= maxSeq)) reason = FinishReason.LENGTH;
         if (reason == null) return false;
-        Generation g = new Generation(Arrays.copyOf(a.out, a.n), Arrays.copyOf(a.lps, a.n), Arrays.copyOf(a.ents, a.n), reason,
-                stop, stopId);
+        float[] ents = Arrays.copyOf(a.ents, a.n);
+        if (options.topKEntropy() && a.topIds != null && a.topIds.size() == a.n)
+            for (int i = 0; i < a.n; i++) ents[i] = topKEntropy(a.topIds.get(i), a.topLps.get(i), a.out[i], a.lps[i]);
+        Generation g = new Generation(Arrays.copyOf(a.out, a.n), Arrays.copyOf(a.lps, a.n), ents, reason, stop, stopId);
         Detailed d = a.topIds == null ? new Detailed(g, null, null)
                 : new Detailed(g, a.topIds.toArray(new int[0][]), a.topLps.toArray(new float[0][]));
         // keep the sequence: the next turn or a tree expansion continues from it. Its cache holds the

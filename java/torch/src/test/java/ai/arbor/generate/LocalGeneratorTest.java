@@ -171,4 +171,33 @@ class LocalGeneratorTest {
             assertTrue(g.heldContexts().isEmpty());
         }
     }
+
+    @Test
+    void topKEntropyIsTheReleasesEstimateWhenAsked() throws Exception {
+        GenerationRequest r = new GenerationRequest(TokenContext.of(TOK.encode("Q: 3+4\n")), temp(1.0), limits(12).withTopLogprobs(5), 7);
+        LocalGenerator.Detailed exact, topK;
+        try (LocalGenerator g = new LocalGenerator(policy, TOK, LocalGenerator.Options.defaults())) {
+            exact = g.generateDetailed(r).get();
+        }
+        try (LocalGenerator g = new LocalGenerator(policy, TOK, LocalGenerator.Options.defaults().withTopKEntropy(true))) {
+            topK = g.generateDetailed(r).get();
+        }
+        assertArrayEquals(exact.generation().tokens(), topK.generation().tokens(), "the option changes what is reported, not what is sampled");
+        boolean differs = false;
+        for (int i = 0; i < topK.generation().length(); i++) {
+            // independent reference: −Σ p log p over the 5 alternatives, plus the sampled token if it is not one of them
+            double h = 0;
+            boolean seen = false;
+            for (int j = 0; j < 5; j++) {
+                double lp = topK.topLogprobs()[i][j];
+                h -= Math.exp(lp) * lp;
+                seen |= topK.topIds()[i][j] == topK.generation().tokens()[i];
+            }
+            if (!seen) h -= Math.exp(topK.generation().logprobs()[i]) * topK.generation().logprobs()[i];
+            assertEquals(h, topK.generation().entropies()[i], 1e-5, "position " + i);
+            assertTrue(topK.generation().entropies()[i] <= exact.generation().entropies()[i] + 1e-4, "a truncated sum is at most the entropy");
+            differs |= Math.abs(h - exact.generation().entropies()[i]) > 1e-4;
+        }
+        assertTrue(differs, "the estimate is not the exact entropy");
+    }
 }

@@ -2,6 +2,7 @@ package ai.arbor.cli;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.arbor.testing.Seeds;
@@ -17,6 +18,7 @@ import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
 
 /**
  * {@code arbor train} killed with SIGKILL ({@link Process#destroyForcibly()}) at random moments in a child JVM, then
@@ -80,6 +82,22 @@ class TrainResumeTest {
             assertArrayEquals(Files.readAllBytes(whole.resolve(f)), Files.readAllBytes(killed.resolve(f)), f + " bit for bit");
         List<String> left = checkpoints(killed);
         assertTrue(left.size() == 1 && left.get(0).matches("checkpoint-\\d{6}"), "one complete checkpoint is kept, no temporary one: " + left);
+    }
+
+    @Test
+    void resumeTakesTheRunsOwnOptions(@TempDir Path dir) {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> call("--resume", dir.toString(), "--steps", "3"));
+        assertTrue(e.getMessage().contains("--steps cannot be given with it"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> call("--resume", dir.toString(), "--checkpoint-every", "2"));
+        assertTrue(e.getMessage().contains("no train-args.json") && e.getMessage().contains(dir.toString()), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> call("--checkpoint-every", "-1", "--out", dir.toString()));
+        assertTrue(e.getMessage().contains("-1"), e.getMessage());
+    }
+
+    static void call(String... args) throws Exception {
+        TrainCommand cmd = new TrainCommand();
+        new CommandLine(cmd).parseArgs(args);
+        cmd.call();
     }
 
     /** {@code arbor train args} in a new JVM, output to {@code out}'s sibling log file. */

@@ -18,6 +18,7 @@ import org.bytedeco.javacpp.PointerScope;
 import org.bytedeco.pytorch.AdamW;
 import org.bytedeco.pytorch.AdamWOptions;
 import org.bytedeco.pytorch.BoolOptional;
+import org.bytedeco.pytorch.DeviceOptional;
 import org.bytedeco.pytorch.InputArchive;
 import org.bytedeco.pytorch.NoGradGuard;
 import org.bytedeco.pytorch.OutputArchive;
@@ -124,8 +125,8 @@ public final class Trainer implements AutoCloseable {
     /** Restores the state {@link #saveOptimizer} wrote, and the count of optimizer steps taken ({@code steps}, for the schedule). */
     void loadOptimizer(Path file, long steps) {
         if (steps < 0 || steps > totalSteps) throw new IllegalArgumentException("steps must be in [0, " + totalSteps + "], got " + steps);
-        try (InputArchive archive = new InputArchive()) {
-            archive.load_from(file.toString());
+        try (InputArchive archive = new InputArchive(); DeviceOptional device = new DeviceOptional(policy.device())) {
+            archive.load_from(file.toString(), device);   // the moments on the parameters' device
             opt.load(archive);
         }
         step = steps;

@@ -38,7 +38,8 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
  * <p>Files written to {@code out}: {@code metrics.jsonl} (one object per step: {@code phase} sft / rl /
  * eval), {@code training.png}, {@code eval.md} (the table), {@code eval.json}, {@code sft.safetensors}
  * (the cold-start checkpoint) and {@code policy.safetensors} (the final one), {@code samples.txt} (a few
- * held-out responses before and after).
+ * held-out responses before and after); with a {@link Checkpoint.Policy}, the newest crash-safe
+ * {@link Checkpoint} ({@code checkpoint-NNNNNN/}) to resume from.
  */
 public final class TrainingRun {
 

@@ -16,7 +16,9 @@ import java.util.concurrent.CompletableFuture;
  * discarded, each compared with the result the model saw. It serves three cases:
  * <ul>
  *   <li>{@link ToolSessionMode#LEASE_PER_CALL} (default): every call opens a session, replays the path's
- *       earlier calls, runs, and closes it, so a path holds a sandbox worker only while a call runs;</li>
+ *       earlier calls, runs, and closes it, so a path holds a sandbox worker only while a call runs — unless
+ *       the session holds no worker ({@link ToolSession#holdsWorker()}: a {@code RemoteSandbox}'s, which
+ *       replays its own cells with every request), which is kept as with {@link ToolSessionMode#HOLD_PER_PATH};</li>
  *   <li>{@link ToolSessionMode#HOLD_PER_PATH}: the session opened at the first call is kept until the path
  *       ends; only a forked branch's first session replays (the prefix's calls);</li>
  *   <li>either mode: a call that exceeds the tool timeout retires the session (closed when that call
@@ -134,8 +136,9 @@ final class PathTools {
             closeQuietly(opened);
             throw e;
         }
-        // Stateless sessions hold nothing worth releasing between calls, and keeping them saves an open per call.
-        boolean perCall = mode == ToolSessionMode.LEASE_PER_CALL && opened.stateful();
+        // Sessions that hold no worker (stateless tools, a RemoteSandbox's client-side cells) are worth nothing to
+        // release between calls; keeping them saves an open and, for a stateful one, a replay per call.
+        boolean perCall = mode == ToolSessionMode.LEASE_PER_CALL && opened.stateful() && opened.holdsWorker();
         synchronized (this) {
             if (myEpoch != epoch) {
                 closeQuietly(opened);

@@ -1,5 +1,7 @@
 package ai.arbor.rollout;
 
+import ai.arbor.sandbox.SandboxSession;
+import ai.arbor.tools.PythonTool;
 import ai.arbor.tools.Tool;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -28,21 +30,37 @@ public interface ToolSession extends AutoCloseable {
      */
     boolean stateful();
 
+    /**
+     * Whether keeping this session open between calls holds a scarce resource (a local sandbox worker). When it
+     * does not — a stateful session over a {@code RemoteSandbox}, which restores its own state by replaying its
+     * cells with every request — a path keeps it open even under {@link ToolSessionMode#LEASE_PER_CALL}: a lease per
+     * call would only replay the path's cells again on top of the client's own replay. Defaults to {@link #stateful()}.
+     */
+    default boolean holdsWorker() {
+        return stateful();
+    }
+
     @Override
     void close();
 
     /**
-     * A session over {@code tools}.
+     * A session over {@code tools}. It {@linkplain #holdsWorker() holds a worker} when stateful, unless every sandbox
+     * session it reaches — {@code onClose} and the sessions of its {@link PythonTool}s, at least one — holds none
+     * ({@link SandboxSession#holdsWorker()}: a {@code RemoteSandbox}'s).
      *
      * @param stateful see {@link #stateful()}
      * @param onClose  closed with the session (e.g. the {@code SandboxSession}); may be null
      */
     static ToolSession of(List<? extends Tool> tools, boolean stateful, AutoCloseable onClose) {
         Map<String, Tool> byName = new LinkedHashMap<>();
+        List<SandboxSession> sandboxes = new ArrayList<>();
+        if (onClose instanceof SandboxSession s) sandboxes.add(s);
         for (Tool t : tools) {
             if (t == null) throw new IllegalArgumentException("tools must not contain null");
             if (byName.put(t.name(), t) != null) throw new IllegalArgumentException("two tools are named '" + t.name() + "'");
+            if (t instanceof PythonTool p) sandboxes.add(p.session());
         }
+        boolean holdsWorker = stateful && (sandboxes.isEmpty() || sandboxes.stream().anyMatch(SandboxSession::holdsWorker));
         List<String> names = List.copyOf(new ArrayList<>(byName.keySet()));
         return new ToolSession() {
             private boolean closed;
@@ -60,6 +78,11 @@ public interface ToolSession extends AutoCloseable {
             @Override
             public boolean stateful() {
                 return stateful;
+            }
+
+            @Override
+            public boolean holdsWorker() {
+                return holdsWorker;
             }
 
             @Override

@@ -396,7 +396,7 @@ public final class PythonSandbox implements AutoCloseable {
 
     private WorkerSpec spec(Isolation level, Path dir) {
         List<String> argv = launcher(level, dir);
-        argv.add("-I");
+        argv.add("-s");   // with PYTHONSAFEPATH: -I but for -E, so PYTHONHASHSEED is read (workerEnvironment)
         argv.add("-B");
         argv.add("-c");
         argv.add(WORKER_SOURCE);
@@ -476,6 +476,12 @@ public final class PythonSandbox implements AutoCloseable {
         m.put("MKL_NUM_THREADS", "1");
         m.put("NUMEXPR_NUM_THREADS", "1");
         m.put("MPLBACKEND", "Agg");
+        // One str/bytes hash secret for every worker, so a set or dict of strings prints in the same order on
+        // each: a path's replayed cells (leased sessions) land on other workers and are compared with what the
+        // model saw. Read because the interpreter runs with -s and PYTHONSAFEPATH (-I's -s and -P) instead of
+        // -I, whose -E ignores PYTHON* variables; env -i leaves no other variable to ignore.
+        m.put("PYTHONHASHSEED", "0");
+        m.put("PYTHONSAFEPATH", "1");
         return Collections.unmodifiableMap(m);
     }
 

@@ -110,6 +110,12 @@ public final class RemoteSandbox implements AutoCloseable {
             return o.result;
         }
 
+        /** Nothing is held between calls: the state is {@link #cells}, replayed with every call. */
+        @Override
+        public boolean holdsWorker() {
+            return false;
+        }
+
         @Override
         public synchronized void reset() {
             if (sessionClosed) throw new IllegalStateException("the session is closed");

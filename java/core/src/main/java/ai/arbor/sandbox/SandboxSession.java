@@ -11,6 +11,16 @@ public interface SandboxSession extends AutoCloseable {
     /** Executes {@code code}; never throws for anything the code does (see {@link ExecStatus}). */
     ExecResult execute(String code);
 
+    /**
+     * Whether an open session holds a scarce resource between its calls: a worker of the local pool (true, the
+     * default). A {@link RemoteSandbox} session holds none — its state is the list of its cells, replayed by the
+     * client on every call — so a rollout path keeps it open instead of leasing one per call
+     * ({@code ToolSessionMode}).
+     */
+    default boolean holdsWorker() {
+        return true;
+    }
+
     /** Forgets all state (a fresh interpreter). */
     void reset();
 

@@ -218,6 +218,86 @@ class LeasedToolSessionsTest {
                 extraSum / n, slope / var);
     }
 
+    /** Twelve strings: a set of them prints in an order that depends on the interpreter's str hash secret. */
+    static final String WORDS = "{'alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel', 'india', 'juliet', 'kilo', 'lima'}";
+
+    /**
+     * Every worker runs with one hash secret (PYTHONHASHSEED=0), so a printed set of strings comes out the same on
+     * each, and a replay of it on another worker matches what the model saw. With a secret per worker (the
+     * interpreter's default) twelve strings print in one order on four workers with probability about (1/12!)^3.
+     */
+    @Test
+    void everyWorkerHasOneHashSeedSoAReplayedSetPrintsTheSame() {
+        // the pool's four workers at once (four open sessions cannot share one)
+        List<SandboxSession> sessions = new ArrayList<>();
+        try {
+            for (int i = 0; i < WORKERS; i++) sessions.add(sandbox.openSession());
+            List<String> printed = new ArrayList<>();
+            for (SandboxSession s : sessions) {
+                ai.arbor.sandbox.ExecResult r = s.execute("import sys\nprint(sys.flags.hash_randomization, " + WORDS + ")");
+                assertEquals(ai.arbor.sandbox.ExecStatus.OK, r.status(), r::toString);
+                printed.add(r.stdout());
+            }
+            assertTrue(printed.get(0).startsWith("0 {"), printed.get(0));
+            for (String p : printed) assertEquals(printed.get(0), p, "every worker prints the set in one order");
+        } finally {
+            sessions.forEach(SandboxSession::close);
+        }
+        // 16 paths over 4 workers, leased per call: each call replays the earlier ones, which printed the set, elsewhere
+        int paths = 16, calls = 3;
+        AgentLoop loop = loop(ToolSessionMode.LEASE_PER_CALL, calls, pk -> pk % 100 == 1 ? "s = set(" + WORDS + ")\nprint(s)"
+                : "s.add('w" + (pk % 100) + "')\nprint(sorted(s)[-1], s)");
+        List<CompletableFuture<Trajectory>> runs = new ArrayList<>();
+        for (int p = 0; p < paths; p++) runs.add(loop.run(prompt(p), 5000 + p));
+        for (int p = 0; p < paths; p++) {
+            Trajectory t = runs.get(p).join();
+            assertFalse(t.infrastructureFailure(), "path " + p + ": " + t.toolCalls());
+            List<ToolCallRecord> done = t.toolCalls();
+            assertEquals(calls, done.size());
+            for (int k = 1; k <= calls; k++) assertEquals(ToolCallStatus.OK, done.get(k - 1).status(), "path " + p + " call " + k);
+            assertTrue(done.get(calls - 1).output().startsWith("w" + calls + " {"), done.get(calls - 1).output());
+        }
+    }
+
+    /**
+     * A RemoteSandbox session holds no worker and replays its own cells with every request: a path keeps it open under
+     * LEASE_PER_CALL (one open, no replay by the path), where a local session is leased per call and replayed.
+     */
+    @Test
+    void aRemoteSandboxSessionIsHeldEvenWhenSessionsAreLeasedPerCall() {
+        int n = 4;
+        try (ai.arbor.sandbox.SandboxServer server = ai.arbor.sandbox.SandboxServer.start(sandbox, "127.0.0.1", 0, Duration.ofSeconds(20))) {
+            ai.arbor.sandbox.RemoteSandbox client = ai.arbor.sandbox.RemoteSandbox.builder(server.uri()).timeout(Duration.ofSeconds(5)).build();
+            for (boolean remote : new boolean[] {true, false}) {
+                java.util.concurrent.atomic.AtomicInteger opens = new java.util.concurrent.atomic.AtomicInteger();
+                ToolProvider provider = () -> {
+                    opens.incrementAndGet();
+                    SandboxSession s = remote ? client.openSession() : sandbox.openSession();
+                    return ToolSession.of(List.of(new PythonTool(s)), true, s);
+                };
+                CostMeter meter = new CostMeter();
+                PathTools tools = new PathTools(provider, meter, ToolSessionMode.LEASE_PER_CALL, List.of());
+                try {
+                    for (int k = 1; k <= n; k++) {
+                        ToolCall call = new ToolCall("python", cell(11, k));
+                        PathTools.Outcome o = tools.invoke(call, tools.epoch());
+                        assertEquals(expected(11, k) + "\n", o.output(), (remote ? "remote" : "local") + " call " + k);
+                        tools.executed(PathTools.Executed.of(call, o.status(), o.output(), o.raw()));
+                    }
+                } finally {
+                    tools.close();
+                }
+                assertEquals(remote ? 1 : n, opens.get(), remote ? "one remote session for the path" : "a local session per call");
+                assertEquals(remote ? 0 : n * (n - 1) / 2, meter.cost().replayedToolCalls(), remote ? "remote" : "local");
+            }
+            try (SandboxSession r = client.openSession(); SandboxSession l = sandbox.openSession()) {
+                assertFalse(ToolSession.of(List.of(new PythonTool(r)), true, r).holdsWorker());
+                assertTrue(ToolSession.of(List.of(new PythonTool(l)), true, l).holdsWorker());
+                assertFalse(ToolSession.of(List.of(new PythonTool(l)), false, null).holdsWorker(), "stateless");
+            }
+        }
+    }
+
     static double mean(double[] a) {
         double s = 0;
         for (double v : a) s += v;

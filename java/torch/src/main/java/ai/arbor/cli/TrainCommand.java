@@ -3,16 +3,24 @@ package ai.arbor.cli;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rl.Recipe;
 import ai.arbor.rollout.Budget;
+import ai.arbor.train.Checkpoint;
 import ai.arbor.train.OptimConfig;
 import ai.arbor.train.RlTrainer;
 import ai.arbor.train.TrainingRun;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Model.OptionSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
 
 /**
  * {@code arbor train}: SFT cold start, then RL with a recipe, on a built-in task; progress bar with live
@@ -33,18 +41,70 @@ public final class TrainCommand implements Callable<Integer> {
     @Option(names = "--out", description = "Output directory (default runs/<task>-<recipe>-seed<seed>).")
     Path out;
 
+    @Option(names = "--checkpoint-every", paramLabel = "N",
+            description = "Write a crash-safe checkpoint every N steps of SFT and of RL and at each phase's end (default 20; 0 = none).")
+    Integer checkpointEvery;
+
+    @Option(names = "--resume", paramLabel = "DIR",
+            description = {"Continue the run whose output directory is DIR (after a crash or kill -9) from its newest complete checkpoint,",
+                "with the options it was started with (DIR/" + ARGS_FILE + "); only --checkpoint-every may be given with it."})
+    Path resume;
+
+    @Spec
+    CommandSpec spec;
+
+    /** The file in a run's output directory that keeps the options it was started with, for {@code --resume}. */
+    static final String ARGS_FILE = "train-args.json";
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+
     @Override
     public Integer call() throws Exception {
-        TrainingRun.Options o = run.options(Recipe.byName(recipe), run.seed, run.init, out);
+        TrainingRun.Options o;
+        Checkpoint.Policy checkpoints;
+        if (resume != null) {
+            for (OptionSpec given : spec.commandLine().getParseResult().matchedOptions())
+                if (!given.longestName().equals("--resume") && !given.longestName().equals("--checkpoint-every"))
+                    throw new IllegalArgumentException("--resume continues a run with the options it was started with (" + resume.resolve(ARGS_FILE)
+                            + "); " + given.longestName() + " cannot be given with it");
+            Path argsFile = resume.resolve(ARGS_FILE);
+            if (!Files.isRegularFile(argsFile))
+                throw new IllegalArgumentException("--resume " + resume + ": no " + ARGS_FILE + " there (not the output directory of arbor train)");
+            List<String> args = JSON.readValue(argsFile.toFile(), JSON.getTypeFactory().constructCollectionType(List.class, String.class));
+            TrainCommand saved = new TrainCommand();
+            new CommandLine(saved).parseArgs(args.toArray(new String[0]));
+            o = saved.run.options(Recipe.byName(saved.recipe), saved.run.seed, saved.run.init, resume);
+            int every = checkpointEvery != null ? checkpointEvery : saved.checkpointEvery != null ? saved.checkpointEvery : Checkpoint.Policy.DEFAULT_EVERY;
+            checkpoints = new Checkpoint.Policy(every, true);
+        } else {
+            o = run.options(Recipe.byName(recipe), run.seed, run.init, out);
+            checkpoints = new Checkpoint.Policy(checkpointEvery != null ? checkpointEvery : Checkpoint.Policy.DEFAULT_EVERY, false);
+            Files.createDirectories(o.setup().out());
+            Checkpoint.writeAtomically(o.setup().out().resolve(ARGS_FILE), JSON.writeValueAsBytes(givenArgs()));
+        }
         TrainingRun.Setup s = o.setup();
         System.out.printf(Locale.ROOT, "arbor train: task %s, recipe %s, seed %d, model %,d parameters (d=%d, %d layers), out %s%n", s.task(),
                 o.recipe().name(), s.seed(), s.model().parameterCount(), s.model().dModel(), s.model().layers(), s.out());
-        TrainingRun.Result r = TrainingRun.run(o, new ProgressBar(System.out));
+        TrainingRun.Result r = TrainingRun.run(o, checkpoints, new ProgressBar(System.out));
         System.out.println();
         System.out.print(Files.readString(r.table()));
         System.out.printf(Locale.ROOT, "%ntotal %.0f s (SFT %.0f s, RL %.0f s). Wrote %s, %s, %s, %s%n", r.seconds(), r.sftSeconds(), r.rlSeconds(),
                 r.metrics(), r.plot(), r.table(), r.checkpoint());
         return 0;
+    }
+
+    /** The options this command was given, as a command line that parses to them again. */
+    private List<String> givenArgs() {
+        List<String> args = new ArrayList<>();
+        for (OptionSpec given : spec.commandLine().getParseResult().matchedOptions()) {
+            List<String> values = given.originalStringValues();
+            if (given.arity().max() == 0 || values.isEmpty()) args.add(given.longestName());
+            else for (String v : values) {
+                args.add(given.longestName());
+                args.add(v);
+            }
+        }
+        return args;
     }
 
     /**

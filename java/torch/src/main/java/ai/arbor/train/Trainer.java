@@ -9,6 +9,7 @@ import ai.arbor.torch.TorchTokenStats;
 import ai.arbor.rl.Sequence;
 import ai.arbor.rl.TokenBatch;
 import ai.arbor.torch.model.ReferencePolicy;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
@@ -17,7 +18,10 @@ import org.bytedeco.javacpp.PointerScope;
 import org.bytedeco.pytorch.AdamW;
 import org.bytedeco.pytorch.AdamWOptions;
 import org.bytedeco.pytorch.BoolOptional;
+import org.bytedeco.pytorch.DeviceOptional;
+import org.bytedeco.pytorch.InputArchive;
 import org.bytedeco.pytorch.NoGradGuard;
+import org.bytedeco.pytorch.OutputArchive;
 import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.TensorArrayRefOptional;
 import org.bytedeco.pytorch.TensorVector;
@@ -105,6 +109,27 @@ public final class Trainer implements AutoCloseable {
     /** Optimizer steps taken. */
     public long steps() {
         return step;
+    }
+
+    /**
+     * Writes the optimizer's state — AdamW's moments and per-parameter step counts, libtorch's archive — to
+     * {@code file} (a checkpoint's; {@link Checkpoint} syncs and renames it). The weights are saved apart.
+     */
+    void saveOptimizer(Path file) {
+        try (OutputArchive archive = new OutputArchive()) {
+            opt.save(archive);
+            archive.save_to(file.toString());
+        }
+    }
+
+    /** Restores the state {@link #saveOptimizer} wrote, and the count of optimizer steps taken ({@code steps}, for the schedule). */
+    void loadOptimizer(Path file, long steps) {
+        if (steps < 0 || steps > totalSteps) throw new IllegalArgumentException("steps must be in [0, " + totalSteps + "], got " + steps);
+        try (InputArchive archive = new InputArchive(); DeviceOptional device = new DeviceOptional(policy.device())) {
+            archive.load_from(file.toString(), device);   // the moments on the parameters' device
+            opt.load(archive);
+        }
+        step = steps;
     }
 
     /** The learning rate the next step will use. */

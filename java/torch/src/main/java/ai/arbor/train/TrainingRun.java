@@ -41,7 +41,8 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
  * <p>Files written to {@code out}: {@code metrics.jsonl} (one object per step: {@code phase} sft / rl /
  * eval), {@code training.png}, {@code eval.md} (the table), {@code eval.json}, {@code sft.safetensors}
  * (the cold-start checkpoint) and {@code policy.safetensors} (the final one), {@code samples.txt} (a few
- * held-out responses before and after).
+ * held-out responses before and after); with a {@link Checkpoint.Policy}, the newest crash-safe
+ * {@link Checkpoint} ({@code checkpoint-NNNNNN/}) to resume from.
  */
 public final class TrainingRun {
 
@@ -240,11 +241,21 @@ public final class TrainingRun {
 
     private TrainingRun() {}
 
-    /** Runs {@code o}, reporting to {@code listener}. */
+    /** Runs {@code o}, reporting to {@code listener} (no checkpoints). */
     public static Result run(Options o, Listener listener) throws IOException {
+        return run(o, Checkpoint.Policy.none(), listener);
+    }
+
+    /**
+     * Runs {@code o}, checkpointing as {@code checkpoints} says ({@link Checkpoint}); with {@code resume}, from the
+     * newest complete checkpoint in the output directory (from the start when there is none). A run that does not
+     * resume deletes the checkpoints it finds there (its metrics replace theirs).
+     */
+    public static Result run(Options o, Checkpoint.Policy checkpoints, Listener listener) throws IOException {
         long t0 = System.nanoTime();
         CpuThreads.set(o.setup().threads());
-        Files.createDirectories(o.setup().out());
+        Path out = o.setup().out();
+        Files.createDirectories(out);
         // A model directory that carries a tokenizer with a chat template poses the task in that format too.
         Path tokDir = o.setup().tokenizer() != null ? o.setup().tokenizer()
                 : o.setup().modelDir() != null && Files.isRegularFile(o.setup().modelDir().resolve("tokenizer.json"))
@@ -255,14 +266,26 @@ public final class TrainingRun {
         if (chat != null && model.vocab() < tok.vocabSize())
             model = new PolicyConfig(embeddingRows(tok), model.dModel(), model.layers(), model.heads(), model.kvHeads(), model.ffnDim(), model.maxSeq(),
                     model.ropeTheta(), model.normEps(), model.tiedEmbeddings(), model.seed());
-        Path metricsFile = o.setup().out().resolve("metrics.jsonl");
-        double sftSeconds = 0, rlSeconds = 0;
+        Path metricsFile = out.resolve("metrics.jsonl");
+        Progress p = new Progress(o, checkpoints);
+        if (checkpoints.resume()) {
+            p.last = Checkpoint.latest(out, Checkpoint.fingerprint(o));
+            listener.message(p.last == null ? "no complete checkpoint in " + out + ": starting from the beginning"
+                    : "resuming from " + p.last.dir().getFileName() + " (" + p.last.state().phase().name().toLowerCase(Locale.ROOT) + " step "
+                            + p.last.state().step() + ")");
+        } else {
+            Checkpoint.clear(out);
+        }
+        Checkpoint.State resumed = p.last == null ? null : p.last.state();
+        Checkpoint.Phase phase = resumed == null ? Checkpoint.Phase.SFT : resumed.phase();
+        double sftSeconds = resumed == null ? 0 : resumed.sftSeconds(), rlSeconds = resumed == null ? 0 : resumed.rlSeconds();
         List<Evaluator.Result> before = new ArrayList<>(), after = new ArrayList<>();
-        Path checkpoint = o.setup().out().resolve("policy.safetensors");
+        Path checkpoint = out.resolve("policy.safetensors");
         List<String> samples = new ArrayList<>();
         try (chat; TrainingTask task = TrainingTask.create(o.setup().task(), o.setup().seed(), o.setup().trainSize(), o.setup().heldOutSize(), chat);
-             MetricsLog log = new MetricsLog(metricsFile);
-             ReferencePolicy policy = o.setup().init() != null ? ReferencePolicy.load(o.setup().init(), "auto", ScalarType.Float)
+             MetricsLog log = p.last != null ? MetricsLog.resume(metricsFile, p.last.metricsLines()) : new MetricsLog(metricsFile);
+             ReferencePolicy policy = p.last != null ? ReferencePolicy.load(p.last.file(Checkpoint.POLICY), "auto", ScalarType.Float)
+                     : o.setup().init() != null ? ReferencePolicy.load(o.setup().init(), "auto", ScalarType.Float)
                      : o.setup().modelDir() != null ? HfCheckpoint.load(o.setup().modelDir(), "auto", ScalarType.Float)
                      : ReferencePolicy.create(model.withSeed(Seeds.derive(o.setup().seed(), 7)), "auto", ScalarType.Float)) {
             if (policy.config().vocab() < tok.vocabSize())
@@ -271,29 +294,36 @@ public final class TrainingRun {
             // the GPU path: bf16 matmuls and attention under autocast, fp32 weights, norms and optimizer state
             if (policy.device().is_cuda()) policy.setAutocast(ScalarType.BFloat16);
             List<Problem> evalSet = task.heldOut().subList(0, Math.min(o.eval().problems(), task.heldOut().size()));
-            if (o.setup().init() == null && o.sft().steps() > 0) {
+            if (o.setup().init() == null && o.sft().steps() > 0 && phase == Checkpoint.Phase.SFT) {
                 long s0 = System.nanoTime();
-                sft(o, task, tok, policy, log, listener);
-                policy.save(o.setup().out().resolve("sft.safetensors"));
-                sftSeconds = (System.nanoTime() - s0) / 1e9;
+                sft(o, task, tok, policy, log, listener, p, sftSeconds);
+                policy.save(out.resolve("sft.safetensors"));
+                sftSeconds += (System.nanoTime() - s0) / 1e9;
             }
-            if (!evalSet.isEmpty() && o.eval().before()) before = evaluate(o, task, tok, policy, evalSet, "before", log, listener, samples);
+            if (phase == Checkpoint.Phase.RL) {
+                before = new ArrayList<>(resumed.before());
+                for (Evaluator.Result r : before) addSamples(samples, "before", r);
+            } else if (!evalSet.isEmpty() && o.eval().before()) {
+                before = evaluate(o, task, tok, policy, evalSet, "before", log, listener, samples);
+            }
             if (o.recipe().samples() && o.rl().steps() > 0) {
                 long r0 = System.nanoTime();
-                rl(o, task, tok, policy, log, listener);
-                rlSeconds = (System.nanoTime() - r0) / 1e9;
+                p.before = before;
+                p.sftSeconds = sftSeconds;
+                rl(o, task, tok, policy, log, listener, p, rlSeconds);
+                rlSeconds += (System.nanoTime() - r0) / 1e9;
                 if (!evalSet.isEmpty()) after = evaluate(o, task, tok, policy, evalSet, "after", log, listener, samples);
             }
             policy.save(checkpoint);
             if (o.setup().modelDir() != null) {
                 // the trained policy in the layout it came in, with the tokenizer files it was trained with
-                HfCheckpoint.save(policy, o.setup().out().resolve("model"), HfCheckpoint.SaveOptions.defaults().withTokenizer(tokDir));
+                HfCheckpoint.save(policy, out.resolve("model"), HfCheckpoint.SaveOptions.defaults().withTokenizer(tokDir));
             }
-            Path plot = plot(o, log, o.setup().out().resolve("training.png"));
-            Path table = o.setup().out().resolve("eval.md");
+            Path plot = plot(o, log, out.resolve("training.png"));
+            Path table = out.resolve("eval.md");
             Files.writeString(table, evalTable(o, before, after, sftSeconds, rlSeconds), StandardCharsets.UTF_8);
-            Files.writeString(o.setup().out().resolve("eval.json"), evalJson(o, before, after, sftSeconds, rlSeconds), StandardCharsets.UTF_8);
-            Files.write(o.setup().out().resolve("samples.txt"), samples, StandardCharsets.UTF_8);
+            Files.writeString(out.resolve("eval.json"), evalJson(o, before, after, sftSeconds, rlSeconds), StandardCharsets.UTF_8);
+            Files.write(out.resolve("samples.txt"), samples, StandardCharsets.UTF_8);
             return new Result(before, after, metricsFile, plot, table, checkpoint, (System.nanoTime() - t0) / 1e9, sftSeconds, rlSeconds);
         }
     }
@@ -308,20 +338,60 @@ public final class TrainingRun {
         return (tok.vocabSize() + 127) / 128 * 128;
     }
 
+    /** A run's checkpointing: its policy, the last checkpoint written or resumed from, and what the next one records. */
+    private static final class Progress {
+        final Checkpoint.Policy policy;
+        final String fingerprint;
+        final Path out;
+        Checkpoint last;
+        List<Evaluator.Result> before = List.of();
+        double sftSeconds;
+
+        Progress(Options o, Checkpoint.Policy policy) {
+            this.policy = policy;
+            this.fingerprint = Checkpoint.fingerprint(o);
+            this.out = o.setup().out();
+        }
+
+        /** The phase's steps done when it resumes here (0 when it starts). */
+        int resumeStep(Checkpoint.Phase phase) {
+            return last != null && last.state().phase() == phase ? last.state().step() : 0;
+        }
+
+        /** Writes a checkpoint at {@code step} steps of {@code phase}, {@code seconds} into it. */
+        void save(Checkpoint.Phase phase, int step, double seconds, ReferencePolicy policy, Trainer trainer, List<Sequence> demos,
+                  ReferencePolicy reference, MetricsLog log) throws IOException {
+            int seq = last == null ? 1 : last.state().sequence() + 1;
+            boolean sft = phase == Checkpoint.Phase.SFT;
+            Checkpoint.State st = new Checkpoint.State(Checkpoint.VERSION, fingerprint, phase, step, trainer == null ? 0 : trainer.steps(), seq,
+                    sft ? seconds : sftSeconds, sft ? 0 : seconds, sft ? List.of() : before);
+            last = Checkpoint.write(out, last, st, policy, trainer, demos, reference, log.lines());
+        }
+    }
+
     // ---------------------------------------------------------------------------------------------
 
-    private static void sft(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener) {
-        listener.message("rendering " + o.sft().demos() + " demonstrations (tools run for real) ...");
-        List<Problem> demoProblems = new ArrayList<>();
-        for (int i = 0; i < o.sft().demos(); i++) demoProblems.add(task.train().get(i % task.train().size()));
-        Demonstrations.Rendered demos = Demonstrations.render(task, tok, demoProblems, Seeds.derive(o.setup().seed(), 11), Math.max(2, 2 * o.setup().threads()));
-        List<Sequence> data = new ArrayList<>(demos.sequences());
+    private static void sft(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener,
+                            Progress progress, double secondsBefore) throws IOException {
+        long t0 = System.nanoTime();
+        int start = progress.resumeStep(Checkpoint.Phase.SFT);
+        List<Sequence> data;
+        if (start > 0) {
+            data = progress.last.demos();   // as rendered before the crash: the tools' output may differ between runs
+        } else {
+            listener.message("rendering " + o.sft().demos() + " demonstrations (tools run for real) ...");
+            List<Problem> demoProblems = new ArrayList<>();
+            for (int i = 0; i < o.sft().demos(); i++) demoProblems.add(task.train().get(i % task.train().size()));
+            Demonstrations.Rendered demos = Demonstrations.render(task, tok, demoProblems, Seeds.derive(o.setup().seed(), 11), Math.max(2, 2 * o.setup().threads()));
+            data = new ArrayList<>(demos.sequences());
+            listener.message("demonstrations: " + demos.styles() + (demos.dropped() > 0 ? ", dropped " + demos.dropped() : ""));
+        }
         if (data.isEmpty()) throw new IllegalStateException("no demonstration could be rendered");
-        listener.message("demonstrations: " + demos.styles() + (demos.dropped() > 0 ? ", dropped " + demos.dropped() : ""));
         OptimConfig optim = o.sft().optim();
         Random rnd = new Random(Seeds.derive(o.setup().seed(), 13));
         listener.phase("sft", o.sft().steps());
         try (Trainer trainer = new Trainer(policy, optim, o.sft().steps(), o.setup().microBatchTokens(), tok.vocabSize())) {
+            if (start > 0) trainer.loadOptimizer(progress.last.file(Checkpoint.OPTIMIZER), progress.last.state().optimizerSteps());
             List<Integer> order = new ArrayList<>();
             int at = 0;
             for (int s = 0; s < o.sft().steps(); s++) {
@@ -335,6 +405,7 @@ public final class TrainingRun {
                     }
                     batch.add(data.get(order.get(at++)));
                 }
+                if (s < start) continue;   // resumed: the data order is replayed up to the checkpoint
                 Trainer.SftStats st = trainer.sftStep(batch);
                 Map<String, Object> m = new LinkedHashMap<>();
                 m.put("phase", "sft");
@@ -346,18 +417,24 @@ public final class TrainingRun {
                 m.put("seconds", st.seconds());
                 log.log(m);
                 listener.step("sft", s + 1, o.sft().steps(), m);
+                if (progress.policy.due(s + 1, o.sft().steps()))
+                    progress.save(Checkpoint.Phase.SFT, s + 1, secondsBefore + (System.nanoTime() - t0) / 1e9, policy, trainer, data, null, log);
             }
         }
     }
 
-    private static void rl(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener)
-            throws IOException {
+    private static void rl(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener,
+                           Progress progress, double secondsBefore) throws IOException {
+        long t0 = System.nanoTime();
+        int start = progress.resumeStep(Checkpoint.Phase.RL);
+        boolean resumed = progress.last != null && progress.last.state().phase() == Checkpoint.Phase.RL;
         Recipe recipe = o.recipe();
         RlTrainer.Config cfg = new RlTrainer.Config(recipe, o.rl().budget(), o.rl().ppoEpochs(), o.rl().oldLogprobs());
         boolean kl = recipe.needsReference();
         long optSteps = recipe.kind() == Recipe.Kind.REJECTION_SAMPLING ? o.rl().steps() : (long) o.rl().steps() * o.rl().ppoEpochs() * recipe.miniBatches();
         OptimConfig optim = o.rl().optim();
-        ReferencePolicy reference = kl ? copy(policy) : null;
+        ReferencePolicy reference = !kl ? null
+                : resumed ? ReferencePolicy.load(progress.last.file(Checkpoint.REFERENCE), "auto", ScalarType.Float) : copy(policy);
         try (LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults());
              Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize());
              RlTrainer rl = new RlTrainer(task, tok, trainer, gen, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))) {
@@ -368,6 +445,9 @@ public final class TrainingRun {
                     + ", n " + recipe.trajectoriesPerPrompt() + ", mini-batches " + recipe.miniBatches()
                     + (recipe.oversample() > 1 ? ", over-sampling x" + recipe.oversample() : "")
                     + ", shaping " + recipe.shaping().mode() + ", filters " + recipe.filters());
+            if (start > 0) trainer.loadOptimizer(progress.last.file(Checkpoint.OPTIMIZER), progress.last.state().optimizerSteps());
+            if (!resumed && progress.policy.every() > 0)   // SFT and the first evaluation are done: a resume starts here
+                progress.save(Checkpoint.Phase.RL, 0, 0, policy, null, null, reference, log);
             Random rnd = new Random(Seeds.derive(o.setup().seed(), 17));
             List<Problem> order = new ArrayList<>(task.train());
             Collections.shuffle(order, rnd);
@@ -383,6 +463,7 @@ public final class TrainingRun {
                     }
                     batch.add(order.get(at++));
                 }
+                if (s < start) continue;   // resumed: the data order is replayed up to the checkpoint
                 Map<String, Object> m = new LinkedHashMap<>();
                 m.put("phase", "rl");
                 m.put("step", s + 1);
@@ -390,6 +471,8 @@ public final class TrainingRun {
                 m.putAll(rl.step(batch, Seeds.derive(o.setup().seed(), 1000 + s)));
                 log.log(m);
                 listener.step("rl", s + 1, o.rl().steps(), m);
+                if (progress.policy.due(s + 1, o.rl().steps()))
+                    progress.save(Checkpoint.Phase.RL, s + 1, secondsBefore + (System.nanoTime() - t0) / 1e9, policy, trainer, null, reference, log);
             }
         } finally {
             if (reference != null) reference.close();
@@ -421,10 +504,14 @@ public final class TrainingRun {
             log.log(m);
             listener.message(String.format(Locale.ROOT, "  %-6s %-18s accuracy %.3f  tool use %.3f  tool calls %.2f", when, r.decoding(),
                     r.accuracy(), r.toolUse(), r.toolCalls()));
-            samples.add("== " + when + ", " + r.decoding());
-            samples.addAll(r.examples());
+            addSamples(samples, when, r);
         }
         return out;
+    }
+
+    private static void addSamples(List<String> samples, String when, Evaluator.Result r) {
+        samples.add("== " + when + ", " + r.decoding());
+        samples.addAll(r.examples());
     }
 
     /** The training curves: RL reward, accuracy, rollout entropy and tool calls per trajectory over the steps (SFT loss when there is no RL). */

@@ -333,7 +333,9 @@ def _main():
     # at boot (names added later are allowed); resource limits unchanged. What is restored: a fresh
     # __main__ namespace, sys.path, os.environ, the working directory, signal handlers, and empty /tmp and
     # scratch directories. Modules first imported during a session stay loaded (documented weakening).
-    import threading
+    # _thread, not threading: importing threading costs every forked child of a fork server ~140 page
+    # faults in threading's at-fork hook (3-5 ms here), and _thread._count() sees every thread anyway
+    import _thread
     boot_builtins = dict(builtins.__dict__)
     boot_modules = {name: (m, dict(vars(m))) for name, m in list(sys.modules.items())
                     if m is not None and name != '__main__'}
@@ -373,7 +375,7 @@ def _main():
 
     def reset_interpreter():
         """Returns '' when the interpreter was reset clean, else the reason it must be replaced."""
-        if threading.active_count() != 1:
+        if _thread._count() != 0:
             return 'threads'
         if not same_dict(builtins.__dict__, boot_builtins):
             return 'builtins'
@@ -419,9 +421,26 @@ def _main():
         cell_no[0] = 0
         linecache.cache.clear()
 
+    def warm_up_here(code, times):
+        # Fork server, before the first fork: the template runs its own warm-up cell (never model code),
+        # output to /dev/null, until CPython has specialized the worker's per-cell code (3.11 rewrites a
+        # function's bytecode caches during its first runs). Otherwise every child would write those code
+        # objects, and fault on their pages, when its first cell runs them.
+        saved = sys.stdout, sys.stderr, sys.stdin, sys.__stdout__, sys.__stderr__
+        for _ in range(times):
+            for fd in (0, 1, 2):
+                _dup2(NULL, fd)
+            run_cell(code, 5.0, b'')
+            flush_streams()
+        _dup2(OUT, 1)
+        _dup2(ERR, 2)
+        sys.stdout, sys.stderr, sys.stdin, sys.__stdout__, sys.__stderr__ = saved
+        streams.clear()
+        forget_cells()
+
     if cfg.get('fork_server'):
         fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, kill_strays,
-                    REQ, OUT, ERR, NULL, chan, inbuf, read_line, read_exact, write_all, forget_cells)
+                    REQ, OUT, ERR, NULL, chan, inbuf, read_line, read_exact, write_all, forget_cells, warm_up_here)
         return
 
     write_all(ERR, frame(cfg['nonce'].encode(), b'end'))
@@ -472,7 +491,7 @@ def _main():
 
 
 def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, kill_strays,
-                REQ, OUT, ERR, NULL, chan, inbuf, read_line, read_exact, write_all, forget_cells):
+                REQ, OUT, ERR, NULL, chan, inbuf, read_line, read_exact, write_all, forget_cells, warm_up_here):
     """Fork server (PythonSandbox.Builder.forkServer): this process is a template that never runs model
     code. A session's first cell forks a child from it; the child is the session's interpreter (fresh
     namespace, same pre-imported modules) and runs its cells until the session ends, then it and everything
@@ -927,6 +946,9 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
     # Objects of the template are never collected in a child: without this, a child's first collection
     # writes to every object's header and copies the template's whole heap page by page.
     import gc
+    for code in WARM_UP:
+        warm_up_here(code.decode(), 50)
+    gc.collect()
     gc.freeze()
     write_all(ERR, frame(cfg['nonce'].encode(), b'end'))
     write_all(OUT, frame(cfg['nonce'].encode(), b'ready'))

@@ -161,25 +161,7 @@ public final class ServerLoad {
      * (the fork server's finished interpreters), in milliseconds: the cost of the requests, less sensitive to
      * the machine's load than their latency. Includes the client threads of this process.
      */
-    static String breakdown() {
-        StringBuilder sb = new StringBuilder();
-        java.util.List<ProcessHandle> all = new java.util.ArrayList<>();
-        all.add(ProcessHandle.current());
-        ProcessHandle.current().descendants().forEach(all::add);
-        for (ProcessHandle p : all) {
-            try {
-                String st = Files.readString(Path.of("/proc/" + p.pid() + "/stat"));
-                String[] f = st.substring(st.lastIndexOf(')') + 2).split(" ");
-                sb.append(p.pid()).append(' ').append(st, st.indexOf('('), st.lastIndexOf(')') + 1).append(" u ").append(f[11]).append(" s ").append(f[12])
-                        .append(" cu ").append(f[13]).append(" cs ").append(f[14]).append('\n');
-            } catch (IOException | RuntimeException e) {
-            }
-        }
-        return sb.toString();
-    }
-
     static long treeCpuMillis() {
-        if (System.getenv("BREAKDOWN") != null) System.out.print(breakdown());
         long ticks = 0;
         java.util.List<ProcessHandle> all = new java.util.ArrayList<>();
         all.add(ProcessHandle.current());

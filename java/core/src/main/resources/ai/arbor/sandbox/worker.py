@@ -787,19 +787,20 @@ def fork_server(cfg, frame, run_cell, flush_streams, clear_dir, reap_children, k
 
     def warm(c):
         """Runs the warm-up cells in a new spare through the ordinary request path, before its session.
-        Page faults are expensive (15-40 us each on a virtual machine with shadow page tables), and after a
-        fork both processes fault on every page they write: a spare's first cell wrote ~150 pages and its
-        fork ~220, the template's request path after each fork another ~80; 8 ms of a first cell's 9 ms.
-        Running the same paths here, off the request's critical path, makes those pages private to each
-        process beforehand: the session's first cell then costs what a second cell costs. False when the
-        spare misbehaved (it is then thrown away)."""
+        Page faults are expensive (13-40 us each on a virtual machine with shadow page tables), and after a
+        fork both processes fault on every page they write: a cold spare's first cell wrote ~150 pages, the
+        template's request path after each fork another ~80 (most of a first cell's 9 ms, measured). Running
+        the same paths here, off the request's critical path, makes those pages private to each process
+        beforehand (first cell 8.8 -> 3.5 ms; a second cell takes 1.1 ms). False when the spare misbehaved
+        or was too slow (it is then thrown away; after 3 such spares the template stops warming)."""
         c['warm'] = True
         for code in WARM_UP:
             try:
                 write_all(c['req'], b'W 0 5000 %d 0\n' % len(code) + code)
             except OSError:
                 return False
-            word, _ = await_status(c, time.monotonic() + 5.0)
+            # bounded by half the grace: a request Java sends meanwhile waits for this, and its hard limit runs
+            word, _ = await_status(c, time.monotonic() + max(0.2, grace_s / 2))
             if word is None or word.split(b' ')[0] not in (b'ok', b'error'):
                 return False
         if jail:

@@ -32,7 +32,10 @@ import java.util.concurrent.Executors;
  *       giving up (closing the connection) after 12 s; then the time from the last client giving up until a
  *       plain {@code print(1)} is served.</li>
  * </ol>
- * <pre>bench/run.sh --main ai.arbor.bench.sandbox.ServerLoad [N=200] [C=64] [--no-fork-server]</pre>
+ * Each line also gives the CPU time per request of this process and all its descendants (client included),
+ * less sensitive to the machine's load than the latency. With a third argument K &gt; 1, step 1 is repeated
+ * with K concurrent clients (one connection each).
+ * <pre>bench/run.sh --main ai.arbor.bench.sandbox.ServerLoad [N=200] [C=64] [K] [--no-fork-server]</pre>
  */
 public final class ServerLoad {
 
@@ -40,6 +43,7 @@ public final class ServerLoad {
         int n = args.length > 0 ? Integer.parseInt(args[0]) : 200;
         int clients = args.length > 1 ? Integer.parseInt(args[1]) : 64;
         boolean fork = !Arrays.asList(args).contains("--no-fork-server");
+        int concurrency = args.length > 2 && args[2].matches("\\d+") ? Integer.parseInt(args[2]) : 0;
         if (n < 1 || n > 100_000 || clients < 0 || clients > 512) throw new IllegalArgumentException("N in [1, 100000], C in [0, 512]");
         System.out.println("load before: " + Files.readString(Path.of("/proc/loadavg")).strip());
         try (PythonSandbox sandbox = PythonSandbox.builder().timeout(Duration.ofSeconds(10)).forkServer(fork).build();
@@ -47,19 +51,22 @@ public final class ServerLoad {
             System.out.println("isolation: " + sandbox.isolationReport() + "; fork server: " + fork);
             for (int i = 0; i < 20; i++) direct(sandbox);
             long[] d = new long[n];
+            long cpuDirect = treeCpuMillis();
             for (int i = 0; i < n; i++) {
                 long a = System.nanoTime();
                 direct(sandbox);
                 d[i] = System.nanoTime() - a;
             }
+            double cpuPerSession = (treeCpuMillis() - cpuDirect) / (double) n;
             Arrays.sort(d);
-            System.out.printf(Locale.ROOT, "| %d sequential openSession + print(1) + close, in process | p50 %.2f ms | p99 %.2f ms |%n",
-                    n, pct(d, 0.50), pct(d, 0.99));
+            System.out.printf(Locale.ROOT, "| %d sequential openSession + print(1) + close, in process | p50 %.2f ms | p99 %.2f ms "
+                    + "| %.1f CPU-ms/session |%n", n, pct(d, 0.50), pct(d, 0.99), cpuPerSession);
             URI uri = server.uri().resolve("/run_code");
             HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
             String body = "{\"code\": \"print(1)\", \"language\": \"python\"}";
             for (int i = 0; i < 20; i++) post(http, uri, body); // warm-up: JIT, pool
             long[] nanos = new long[n];
+            long cpu0 = treeCpuMillis();
             long t0 = System.nanoTime();
             for (int i = 0; i < n; i++) {
                 long a = System.nanoTime();
@@ -68,9 +75,12 @@ public final class ServerLoad {
                 if (!r.contains("\"status\":\"Success\"") || !r.contains("\"stdout\":\"1\\n\"")) throw new IllegalStateException("unexpected: " + r);
             }
             double seconds = (System.nanoTime() - t0) / 1e9;
+            double cpuPerRequest = (treeCpuMillis() - cpu0) / (double) n;
             Arrays.sort(nanos);
-            System.out.printf(Locale.ROOT, "| %d sequential print(1), fork server %s | %.1f requests/s | p50 %.1f ms | p99 %.1f ms | max %.1f ms |%n",
-                    n, fork ? "on" : "off", n / seconds, pct(nanos, 0.50), pct(nanos, 0.99), nanos[n - 1] / 1e6);
+            System.out.printf(Locale.ROOT, "| %d sequential print(1), fork server %s | %.1f requests/s | p50 %.1f ms | p99 %.1f ms | max %.1f ms "
+                    + "| %.1f CPU-ms/request |%n", n, fork ? "on" : "off", n / seconds, pct(nanos, 0.50), pct(nanos, 0.99), nanos[n - 1] / 1e6,
+                    cpuPerRequest);
+            if (concurrency > 1) concurrent(http, uri, body, n, concurrency);
             System.out.println("load after sequential: " + Files.readString(Path.of("/proc/loadavg")).strip());
             if (clients == 0) return;
 
@@ -115,6 +125,58 @@ public final class ServerLoad {
                     r.contains("\"status\":\"Success\"") ? "Success" : r, server.counters());
             System.out.println("load after flood: " + Files.readString(Path.of("/proc/loadavg")).strip());
         }
+    }
+
+    /** C client threads, each with its own connection, N requests in all: requests/s, latency, CPU per request. */
+    private static void concurrent(HttpClient http, URI uri, String body, int n, int c) throws Exception {
+        long[] nanos = new long[n];
+        java.util.concurrent.atomic.AtomicInteger next = new java.util.concurrent.atomic.AtomicInteger();
+        ExecutorService pool = Executors.newFixedThreadPool(c);
+        long cpu0 = treeCpuMillis();
+        long t0 = System.nanoTime();
+        java.util.List<java.util.concurrent.Future<?>> fs = new java.util.ArrayList<>();
+        for (int t = 0; t < c; t++) {
+            fs.add(pool.submit(() -> {
+                HttpClient own = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+                for (int i; (i = next.getAndIncrement()) < n; ) {
+                    long a = System.nanoTime();
+                    String r = post(own, uri, body);
+                    nanos[i] = System.nanoTime() - a;
+                    if (!r.contains("\"status\":\"Success\"")) throw new IllegalStateException("unexpected: " + r);
+                }
+                return null;
+            }));
+        }
+        for (var f : fs) f.get();
+        double seconds = (System.nanoTime() - t0) / 1e9;
+        double cpuPerRequest = (treeCpuMillis() - cpu0) / (double) n;
+        pool.shutdown();
+        Arrays.sort(nanos);
+        System.out.printf(Locale.ROOT, "| %d print(1) from %d concurrent clients | %.1f requests/s | p50 %.1f ms | p99 %.1f ms | max %.1f ms "
+                + "| %.1f CPU-ms/request |%n", n, c, n / seconds, pct(nanos, 0.50), pct(nanos, 0.99), nanos[n - 1] / 1e6, cpuPerRequest);
+    }
+
+    /**
+     * CPU time (user + system) of this JVM and every process below it, including their reaped children
+     * (the fork server's finished interpreters), in milliseconds: the cost of the requests, less sensitive to
+     * the machine's load than their latency. Includes the client threads of this process.
+     */
+    static long treeCpuMillis() {
+        long ticks = 0;
+        java.util.List<ProcessHandle> all = new java.util.ArrayList<>();
+        all.add(ProcessHandle.current());
+        ProcessHandle.current().descendants().forEach(all::add);
+        for (ProcessHandle p : all) {
+            try {
+                String st = Files.readString(Path.of("/proc/" + p.pid() + "/stat"));
+                String[] f = st.substring(st.lastIndexOf(')') + 2).split(" ");
+                // fields 14-17 of proc(5) (utime, stime, cutime, cstime) are at 11-14 after the command
+                for (int i = 11; i <= 14; i++) ticks += Long.parseLong(f[i]);
+            } catch (IOException | RuntimeException e) {
+                // exited meanwhile
+            }
+        }
+        return ticks * 10; // USER_HZ = 100 on Linux
     }
 
     private static String post(HttpClient http, URI uri, String body) throws IOException, InterruptedException {

@@ -413,8 +413,11 @@ final class SandboxHttp implements AutoCloseable {
         for (Map.Entry<String, String> e : r.headers().entrySet()) h.append(e.getKey()).append(": ").append(e.getValue()).append("\r\n");
         if (!keepAlive) h.append("Connection: close\r\n");
         h.append("\r\n");
-        out.write(h.toString().getBytes(StandardCharsets.US_ASCII));
-        out.write(r.body());
+        // one write: with TCP_NODELAY, header and body as two writes would go out as two segments
+        byte[] head = h.toString().getBytes(StandardCharsets.US_ASCII);
+        byte[] all = java.util.Arrays.copyOf(head, head.length + r.body().length);
+        System.arraycopy(r.body(), 0, all, head.length, r.body().length);
+        out.write(all);
         out.flush();
     }
 

@@ -130,6 +130,37 @@ class ForkServerTest {
         assertEquals(spawned, sandbox.stats().spawned(), "sessions are forked from the template, not started");
     }
 
+    /**
+     * A spare runs the template's warm-up cell before its session (docs/sandbox.md, "Fork server"): the
+     * session's first cell must see what the first cell of a plain worker (a freshly started interpreter)
+     * sees: the same globals, only its own cell's source cached, cell numbering from 1, the whole output budget.
+     */
+    @Test
+    void aSessionsFirstCellLooksLikeAFreshInterpretersFirstCell() {
+        String code = """
+                import linecache, sys
+                print(sorted(globals()))
+                print(sorted(k for k in linecache.cache if k.startswith('<')))
+                print('_' in globals(), '_w' in globals())
+                sys.stdout.write('x' * %d)
+                1 / 0""".formatted(SandboxTests.builder().copy().maxOutputBytes - 200);
+        ExecResult forked;
+        try (PythonSession s = sandbox.openSession()) {
+            forked = s.execute(code);
+        }
+        ExecResult plain;
+        try (PythonSandbox fresh = SandboxTests.builder().workers(1).build(); PythonSession s = fresh.openSession()) {
+            plain = s.execute(code);
+        }
+        assertEquals(ExecStatus.ERROR, plain.status(), plain::toString);
+        assertEquals(plain.status(), forked.status(), forked::toString);
+        assertEquals(plain.stdout(), forked.stdout());
+        assertTrue(plain.stdout().startsWith("['__builtins__', '__doc__', '__loader__', '__name__', '__package__', '__spec__', 'linecache', 'sys']\n['<cell-1>']\nFalse False\n"),
+                plain::toString);
+        assertTrue(forked.stderr().contains("File \"<cell-1>\", line 6"), forked::toString);
+        assertEquals(plain.stderr(), forked.stderr());
+    }
+
     @Test
     void numpyGeneratorIsReseededPerChild() {
         try (PythonSandbox np = SandboxTests.builder().workers(1).forkServer(true).preImport("numpy").build()) {

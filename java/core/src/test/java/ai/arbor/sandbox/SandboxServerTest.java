@@ -55,6 +55,94 @@ class SandboxServerTest {
         return SandboxFusion.JSON.readTree(r.body());
     }
 
+    /** What a request's program sees of its environment, one fact per line (jail: the jail's own /tmp, /dev/shm, /proc). */
+    private static final String PROBE = """
+            import os, sys, threading
+            def listing(d):
+                try:
+                    return sorted(os.listdir(d))
+                except OSError as e:
+                    return type(e).__name__
+            jail = os.getuid() == %d and not os.path.exists('/home')
+            print('vars', sorted(k for k in globals() if k not in ('os', 'sys', 'threading', 'listing', 'jail')))
+            print('scratch', listing(os.getcwd()))
+            print('tmp', listing('/tmp') if jail else '-')
+            print('shm', listing('/dev/shm') if jail else '-')
+            print('threads', len(os.listdir('/proc/self/task')), threading.active_count())
+            kinds = []
+            for f in os.listdir('/proc/self/fd'):
+                try:
+                    kinds.append(os.readlink('/proc/self/fd/' + f).split('[')[0])
+                except OSError:
+                    pass
+            print('fds', sorted(kinds))
+            def state(p):
+                try:
+                    with open('/proc/%%s/stat' %% p) as f:
+                        return f.read().rsplit(') ', 1)[1][0]
+                except OSError:
+                    return 'X'
+            live = [p for p in os.listdir('/proc') if p.isdigit() and state(p) not in 'ZX']
+            print('processes', len(live) if jail else '-')
+            print('main', sorted(k for k in sys.modules['__main__'].__dict__ if k.startswith('_')))
+            """.formatted(PythonSandbox.JAIL_UID);
+
+    /**
+     * Stateless /run_code: a request that leaves everything it can behind (variables, files in the
+     * scratch directory, /tmp and /dev/shm, a directory it made unreadable, a symlink out, a thread, an
+     * inheritable descriptor, a child in its own session, a setsid + double-fork daemon) is followed by a
+     * request that sees exactly what a request on a fresh server saw.
+     */
+    @Test
+    void nothingSurvivesFromOneRequestToTheNext() throws Exception {
+        JsonNode before = run(PROBE, "");
+        assertEquals("Success", before.get("status").asText(), before::toString);
+        String fresh = before.at("/run_result/stdout").asText();
+        boolean jail = sandbox.isolation() == Isolation.JAIL;
+        String tmp = jail ? "/tmp" : "locked-tmp";
+        JsonNode dirty = run("""
+                import os, threading, time, subprocess
+                secret = 'left-behind'
+                open('scratch.txt', 'w').write('x')
+                TMP = '%s'
+                os.makedirs(TMP + '/locked/deep', exist_ok=True); open(TMP + '/locked/deep/f', 'w').write('x')
+                os.chmod(TMP + '/locked', 0)
+                if TMP == '/tmp':
+                    open('/tmp/t.txt', 'w').write('x')
+                    open('/dev/shm/s.bin', 'wb').write(b'x')
+                os.symlink('/usr', 'link-out')
+                threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()
+                kept_fd = os.open('scratch.txt', os.O_RDONLY)
+                os.set_inheritable(kept_fd, True)
+                subprocess.Popen(['sleep', '1000'], start_new_session=True)
+                if os.fork() == 0:
+                    os.setsid()
+                    if os.fork() == 0:
+                        time.sleep(1000)
+                    os._exit(0)
+                print('dirty')""".formatted(tmp) + "\n" + PROBE, "");
+        assertEquals("Success", dirty.get("status").asText(), dirty::toString);
+        String inside = dirty.at("/run_result/stdout").asText();
+        assertTrue(inside.contains("'secret'") && inside.contains("scratch.txt") && inside.contains("threads 2 2"),
+                "the dirty request sees its own leftovers: " + inside);
+        JsonNode after = run(PROBE, "");
+        assertEquals(fresh, after.at("/run_result/stdout").asText(), "the next request starts exactly like the first did");
+        String[] lines = fresh.split("\n");
+        assertEquals("scratch []", lines[1]);
+        assertEquals("threads 1 1", lines[4]);
+        assertEquals("main ['__builtins__', '__doc__', '__loader__', '__name__', '__package__', '__spec__']", lines[7],
+                "a fresh __main__: nothing of a warm-up or an earlier request");
+        if (jail) {
+            assertEquals("tmp []", lines[2]);
+            assertEquals("shm []", lines[3]);
+            // the template (the jail's pid 1), this request's interpreter and the spare left for the next one
+            assertEquals("processes " + (1 + PythonSandbox.FORK_SPARES), lines[6]);
+        }
+        // the first cell of a request is cell 1, as in a fresh interpreter
+        JsonNode err = run("1 / 0", "");
+        assertTrue(err.at("/run_result/stderr").asText().contains("File \"<cell-1>\", line 1"), err::toString);
+    }
+
     @Test
     void statusesAndReturnCodesAreThoseOfAProcess() throws Exception {
         JsonNode ok = run("print(int(input()) * 2)", ", \"stdin\": \"21\\n\", \"compile_timeout\": 10, \"run_timeout\": 5, "

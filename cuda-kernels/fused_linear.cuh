@@ -285,7 +285,7 @@ static int stats(const void* hidden, int64_t rows, int64_t dim, int64_t hs, cons
     if (bad_linear(hidden, rows, dim, hs, weight, vocab, ws, vl, temperature)) return ARBOR_ERR_ARG;
     if (dtype != ARBOR_F32 && dtype != ARBOR_BF16) return ARBOR_ERR_UNSUPPORTED;
     if (logprob != nullptr && arbor::bad_labels(labels, label_dtype, rows)) return ARBOR_ERR_ARG;
-    Call k{arbor_fl::layout(rows, vl, row_chunk, vocab_chunk), (char*)workspace};
+    Call k{arbor_fl::layout(rows, vl, row_chunk, vocab_chunk, dtype == ARBOR_BF16), (char*)workspace};
     if (k.l.total < 0 || workspace == nullptr || workspace_bytes < k.l.total || (uintptr_t)workspace % 8 != 0)
         return ARBOR_ERR_ARG;
     if (rows == 0) return ARBOR_OK;
@@ -319,7 +319,7 @@ static int policy_loss(const arbor_policy_loss_config* cfg, const void* hidden, 
     if (arbor::bad_labels(labels, label_dtype, rows)) return ARBOR_ERR_ARG;
     if (bad_out_matrix(gh_out, rows, dim, ghs) || bad_out_matrix(gw_out, vocab, dim, gws)) return ARBOR_ERR_ARG;
     if (dtype != ARBOR_F32 && dtype != ARBOR_BF16) return ARBOR_ERR_UNSUPPORTED;
-    Call k{arbor_fl::layout(rows, vl, row_chunk, vocab_chunk), (char*)workspace};
+    Call k{arbor_fl::layout(rows, vl, row_chunk, vocab_chunk, dtype == ARBOR_BF16), (char*)workspace};
     if (k.l.total < 0 || workspace == nullptr || workspace_bytes < k.l.total || (uintptr_t)workspace % 8 != 0)
         return ARBOR_ERR_ARG;
     Gemm g;

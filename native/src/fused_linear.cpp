@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include <atomic>
+#include <memory>
 #include <vector>
 
 #include "arbor/arbor.h"
@@ -42,19 +43,19 @@ static bool bad_out_matrix(const float* out, int64_t n, int64_t dim, int64_t str
 
 // The call's workspace (the caller's or an internal buffer) carved by arbor_fl::layout.
 struct Scratch {
-    std::vector<unsigned long long> own;
+    std::unique_ptr<unsigned long long[]> own;  // uninitialised: every byte used is written first
     char* base = nullptr;
     arbor_fl::Layout l;
     bool init(void* workspace, int64_t bytes, int64_t rows, int64_t vocab_limit, int64_t row_chunk,
               int64_t vocab_chunk) {
-        l = arbor_fl::layout(rows, vocab_limit, row_chunk, vocab_chunk);
+        l = arbor_fl::layout(rows, vocab_limit, row_chunk, vocab_chunk, false);
         if (l.total < 0) return false;
         if (workspace != nullptr) {
             if (bytes < l.total || (uintptr_t)workspace % 8 != 0) return false;
             base = (char*)workspace;
         } else {
-            own.assign((size_t)(l.total / 8 + 1), 0ull);
-            base = (char*)own.data();
+            own.reset(new unsigned long long[(size_t)(l.total / 8 + 1)]);
+            base = (char*)own.get();
         }
         return true;
     }
@@ -250,8 +251,8 @@ static int policy_loss(const arbor_policy_loss_config& c, const float* h, int64_
 }  // namespace arbor
 
 extern "C" int64_t arbor_fused_linear_workspace_bytes(int64_t rows, int64_t vocab_limit, int64_t row_chunk,
-                                                      int64_t vocab_chunk) {
-    return arbor_fl::layout(rows, vocab_limit, row_chunk, vocab_chunk).total;
+                                                      int64_t vocab_chunk, int dtype) {
+    return arbor_fl::layout(rows, vocab_limit, row_chunk, vocab_chunk, dtype == ARBOR_BF16).total;
 }
 
 extern "C" int arbor_cpu_fused_linear_stats(const void* hidden, int64_t rows, int64_t dim, int64_t hidden_stride,

@@ -21,7 +21,8 @@ struct Layout {
 
 ARBOR_PL_HD inline int64_t align_up(int64_t v) { return (v + 255) / 256 * 256; }
 
-ARBOR_PL_HD inline Layout layout(int64_t rows, int64_t vocab_limit, int64_t row_chunk, int64_t vocab_chunk) {
+// bf16: the call's products read bf16 (CUDA), so the tile has a bf16 copy (tile16); else tile16 is empty.
+ARBOR_PL_HD inline Layout layout(int64_t rows, int64_t vocab_limit, int64_t row_chunk, int64_t vocab_chunk, bool bf16) {
     Layout l;
     l.total = -1;
     const int64_t lim = (int64_t)1 << 40;
@@ -33,7 +34,7 @@ ARBOR_PL_HD inline Layout layout(int64_t rows, int64_t vocab_limit, int64_t row_
     if (pb < 0) return l;
     l.tile = align_up(pb);
     l.tile16 = align_up(l.tile + 4 * l.tr * l.tv);
-    l.lse = align_up(l.tile16 + 2 * l.tr * l.tv);
+    l.lse = align_up(l.tile16 + (bf16 ? 2 * l.tr * l.tv : 0));
     l.ent = align_up(l.lse + 4 * rows);
     l.glp = align_up(l.ent + 4 * rows);
     l.gh = align_up(l.glp + 4 * rows);

@@ -45,12 +45,13 @@ typedef void (*arbor_sgemm_fn)(int layout, int trans_a, int trans_b, int m, int 
                                const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
 
 /*
- * Bytes of scratch memory of one fused-linear call: the fp32 tile (plus its bf16 copy on CUDA), the
+ * Bytes of scratch memory of one fused-linear call (dtype of h and W): the fp32 tile (plus its bf16 copy for bf16), the
  * per-row statistics, upstream gradients and loss partials. O(row_chunk · vocab_chunk + rows).
  * CPU kernels accept workspace NULL (they allocate it); CUDA kernels require it (device memory,
  * 8-byte aligned). Returns -1 for negative, zero chunk or overflowing sizes.
  */
-int64_t arbor_fused_linear_workspace_bytes(int64_t rows, int64_t vocab_limit, int64_t row_chunk, int64_t vocab_chunk);
+int64_t arbor_fused_linear_workspace_bytes(int64_t rows, int64_t vocab_limit, int64_t row_chunk, int64_t vocab_chunk,
+                                           int dtype);
 
 /*
  * Token statistics of logits = h Wᵀ / temperature (arbor_cpu_token_stats_fwd's outputs: logprob of

@@ -52,6 +52,20 @@ public final class TorchFusedLinear {
     public static Output forwardBackward(PolicyLossConfig cfg, Tensor hidden, Tensor weight, Tensor labels,
                                          Tensor oldLogprob, Tensor advantages, Tensor mask, Tensor refLogprob,
                                          Tensor seqIds, Tensor gradWeightInto, FusedLinear.Chunks chunks) {
+        return forwardBackward(cfg, hidden, weight, labels, oldLogprob, advantages, mask, refLogprob, seqIds, 0, true,
+                gradWeightInto, chunks);
+    }
+
+    /**
+     * As {@link #forwardBackward(PolicyLossConfig, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+     * Tensor, FusedLinear.Chunks)} with a padded vocabulary (weight rows ≥ {@code vocabLimit} are never read;
+     * ≤ 0 = all of them) and, with {@code gradients = false}, the loss and per-row outputs only (one product
+     * instead of four; the gradient fields are null).
+     */
+    public static Output forwardBackward(PolicyLossConfig cfg, Tensor hidden, Tensor weight, Tensor labels,
+                                         Tensor oldLogprob, Tensor advantages, Tensor mask, Tensor refLogprob,
+                                         Tensor seqIds, long vocabLimit, boolean gradients, Tensor gradWeightInto,
+                                         FusedLinear.Chunks chunks) {
         Check.notNull("cfg", cfg);
         TorchTensors.require("hidden", hidden);
         TorchTensors.require("weight", weight);
@@ -86,9 +100,11 @@ public final class TorchFusedLinear {
         }
         long ns = ids == null ? 0 : Math.max(1, rows);
 
-        Tensor gh = TorchTensors.empty(hidden, new long[] {rows, d}, ScalarType.Float);
-        Tensor gw;
-        if (gradWeightInto != null) {
+        Tensor gh = gradients ? TorchTensors.empty(hidden, new long[] {rows, d}, ScalarType.Float) : null;
+        Tensor gw = null;
+        if (!gradients) {
+            if (gradWeightInto != null) throw new IllegalArgumentException("gradWeightInto needs gradients = true");
+        } else if (gradWeightInto != null) {
             TorchTensors.require("gradWeightInto", gradWeightInto);
             TorchTensors.requireDevice(gradWeightInto, dev, "gradWeightInto");
             if (gradWeightInto.scalar_type().intern() != ScalarType.Float || !gradWeightInto.is_contiguous()
@@ -100,16 +116,17 @@ public final class TorchFusedLinear {
         }
         long[] lead = TorchTensors.leadingShape(hidden);
         Tensor lp = TorchTensors.empty(hidden, lead, ScalarType.Float), ent = TorchTensors.empty(hidden, lead, ScalarType.Float);
+        long limit = vocabLimit <= 0 ? v : vocabLimit;
         FusedLinear.Linear lin = new FusedLinear.Linear(TorchTensors.mem(h), TorchTensors.mem(weight), dt, rows, d, d, v,
-                weight.stride(0), v);
+                weight.stride(0), limit);
         PolicyLoss.Inputs in = new PolicyLoss.Inputs(TorchTensors.mem(lab), lt, TorchTensors.mem(old), TorchTensors.mem(adv),
                 TorchTensors.mem(m), ref == null ? null : TorchTensors.mem(ref), ids == null ? null : TorchTensors.mem(ids),
                 ns, null);
-        PolicyLossResult r = FusedLinear.forwardBackward(cfg, lin, in, TorchTensors.mem(gh), d, TorchTensors.mem(gw), d,
-                gradWeightInto != null, new PolicyLoss.RowOutputs(TorchTensors.mem(lp), TorchTensors.mem(ent), null, null),
-                chunks, stream);
-        Tensor ghOut = gh.reshape(sizes(hidden));
-        if (dt != DType.F32) ghOut = ghOut.to(TorchTensors.scalarType(dt));
+        PolicyLossResult r = FusedLinear.forwardBackward(cfg, lin, in, gh == null ? null : TorchTensors.mem(gh), d,
+                gw == null ? null : TorchTensors.mem(gw), d, gradWeightInto != null,
+                new PolicyLoss.RowOutputs(TorchTensors.mem(lp), TorchTensors.mem(ent), null, null), chunks, stream);
+        Tensor ghOut = gh == null ? null : gh.reshape(sizes(hidden));
+        if (ghOut != null && dt != DType.F32) ghOut = ghOut.to(TorchTensors.scalarType(dt));
         return new Output(ghOut, gw, lp, ent, r);
     }
 

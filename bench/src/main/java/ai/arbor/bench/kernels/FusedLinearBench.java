@@ -87,28 +87,28 @@ public final class FusedLinearBench {
         // agreement (the unit tests assert it; printed here so a benchmark of a wrong result shows)
         PolicyLossResult a = FusedLinear.forwardBackward(cfg, h, t, d, w, v, labels, old, adv, mask, null, null, dh, dw);
         System.out.printf(Locale.ROOT, "fused loss %.7f%n", a.loss());
+        double gflop = 2.0 * t * (double) v * d / 1e9;
         double[] mem = new double[3];
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 3; i++) {  // printed as measured: a crash of one variant keeps the others' figures
             ops[i].run();  // warm-up
             mem[i] = peakExtraMb(ops[i]);
+            System.out.printf(Locale.ROOT, "  %-9s peak extra RSS %7.1f MiB = %5.2f x [T, V]%s%n", names[i], mem[i],
+                    mem[i] / matrixMb, i == 1 ? " (+ the preallocated logits buffer, " + Math.round(matrixMb) + " MiB)" : "");
         }
         double[][] ms = new double[3][reps];
         for (int k = 0; k < reps; k++)
-            for (int i = 0; i < 3; i++) {
+            for (int i = 0; i < 3; i++) {  // interleaved, so a change of the machine's load hits every variant
                 long t0 = System.nanoTime();
                 ops[i].run();
                 ms[i][k] = (System.nanoTime() - t0) / 1e6;
+                System.out.printf(Locale.ROOT, "    rep %d %-9s %9.1f ms%n", k, names[i], ms[i][k]);
             }
-        double gflop = 2.0 * t * (double) v * d / 1e9;
         for (int i = 0; i < 3; i++) {
             Arrays.sort(ms[i]);
             double med = ms[i][reps / 2];
-            System.out.printf(Locale.ROOT, "  %-9s median %9.1f ms (min %9.1f, max %9.1f)  %5.1f GFLOP/s of 3 products  "
-                    + "peak extra RSS %7.1f MiB = %5.2f x [T, V]%s%n", names[i], med, ms[i][0], ms[i][reps - 1],
-                    3 * gflop / (med / 1e3), mem[i], mem[i] / matrixMb,
-                    i == 1 ? " (+ the preallocated logits buffer, " + Math.round(matrixMb) + " MiB)" : "");
+            System.out.printf(Locale.ROOT, "  %-9s median %9.1f ms (min %9.1f, max %9.1f)  %5.1f GFLOP/s (3 products' worth)%n",
+                    names[i], med, ms[i][0], ms[i][reps - 1], 3 * gflop / (med / 1e3));
         }
-        Thread.yield();
     }
 
     private static double peakExtraMb(Runnable op) throws IOException {

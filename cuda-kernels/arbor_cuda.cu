@@ -58,3 +58,5 @@ extern "C" int arbor_cuda_stream_synchronize(void* stream) {
 #include "advantages.cuh"
 
 #include "sampling.cuh"
+
+#include "fused_linear.cuh"

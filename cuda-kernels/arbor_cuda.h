@@ -134,6 +134,28 @@ int arbor_cuda_sample_f16(const uint16_t* logits, int64_t rows, int64_t vocab, i
                           const uint8_t* row_mask, void* tokens, int token_dtype, float* logprob_sampled,
                           float* logprob, float* entropy, void* stream);
 
+/* ABI and definitions: native/include/arbor/fused_linear.h. The products are cuBLAS, loaded at the first
+ * call (ARBOR_CUBLAS, else libcublas.so.13 / .12 / .so); ARBOR_ERR_UNSUPPORTED when it cannot be loaded.
+ * `sgemm` is ignored. The workspace is required (device memory, arbor_fused_linear_workspace_bytes).
+ * dtype ARBOR_F32 or ARBOR_BF16 (bf16 products with fp32 accumulation; fp32 tile and gradients). A valid
+ * row's label outside [0, vocab_limit) makes that row NaN (logprob, loss sums, its dh row and every dW row). */
+int arbor_cuda_fused_linear_stats(const void* hidden, int64_t rows, int64_t dim, int64_t hidden_stride,
+                                  const void* weight, int64_t vocab, int64_t weight_stride, int64_t vocab_limit,
+                                  int dtype, const void* labels, int label_dtype, float temperature,
+                                  const uint8_t* row_mask, float* logprob, float* entropy, float* lse,
+                                  int64_t row_chunk, int64_t vocab_chunk, void* workspace, int64_t workspace_bytes,
+                                  arbor_sgemm_fn sgemm, void* stream);
+int arbor_cuda_fused_linear_policy_loss(const arbor_policy_loss_config* cfg, const void* hidden, int64_t rows,
+                                        int64_t dim, int64_t hidden_stride, const void* weight, int64_t vocab,
+                                        int64_t weight_stride, int64_t vocab_limit, int dtype, const void* labels,
+                                        int label_dtype, const float* old_logprob, const float* advantages,
+                                        const float* mask, const float* weights, const float* ref_logprob,
+                                        const float* select_entropy, float* logprob_out, float* entropy_out,
+                                        float* grad_hidden, int64_t grad_hidden_stride, float* grad_weight,
+                                        int64_t grad_weight_stride, int accumulate_grad_weight, double* sums,
+                                        int64_t row_chunk, int64_t vocab_chunk, void* workspace,
+                                        int64_t workspace_bytes, arbor_sgemm_fn sgemm, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,8 +44,28 @@ done
 failed=0
 for p in "${pids[@]}"; do wait "$p" || failed=1; done
 [ $failed -eq 0 ] || exit 2
-"$NVCC" $ARCH "${objs[@]}" -o "$build/gpu_check" -lpthread || exit 2
+"$NVCC" $ARCH "${objs[@]}" -o "$build/gpu_check" -lpthread -ldl || exit 2
 echo "built in $(( $(date +%s) - start )) s"
+
+# The fused linear kernels load cuBLAS at run time (ARBOR_CUBLAS, else libcublas.so.13/.12 on the loader
+# path); where only PyTorch's pip wheels carry it, point ARBOR_CUBLAS at theirs.
+if [ -z "${ARBOR_CUBLAS:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so'; then
+  ARBOR_CUBLAS="$(python3 - <<'PY' 2>/dev/null
+import glob, os, site, sys
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+try:
+    import torch
+    dirs.insert(0, os.path.dirname(torch.__file__))
+except Exception:
+    pass
+for d in dirs:
+    for p in sorted(glob.glob(os.path.join(d, "**", "libcublas.so*"), recursive=True)):
+        if "Lt" not in os.path.basename(p):
+            print(p); sys.exit(0)
+PY
+)"
+  [ -n "$ARBOR_CUBLAS" ] && export ARBOR_CUBLAS && echo "cuBLAS: $ARBOR_CUBLAS"
+fi
 
 echo "== kernels vs reference, and timings"
 "$build/gpu_check" "$out" "$@"

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
     harness::check_policy_loss(c);
     harness::check_advantages(c);
     harness::check_sampling(c);
+    harness::check_fused_linear(c);
 
     fclose(c.checks_csv);
     fclose(c.times_csv);

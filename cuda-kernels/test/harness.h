@@ -191,6 +191,7 @@ void check_token_stats(Ctx& c);
 void check_policy_loss(Ctx& c);
 void check_advantages(Ctx& c);
 void check_sampling(Ctx& c);
+void check_fused_linear(Ctx& c);
 
 }  // namespace harness
 

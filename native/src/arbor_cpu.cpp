@@ -35,3 +35,5 @@ extern "C" uint16_t arbor_f32_to_f16(float f) { return arbor::f32_to_f16(f); }
 #include "advantages.cpp"
 
 #include "sampling.cpp"
+
+#include "fused_linear.cpp"

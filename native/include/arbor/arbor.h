@@ -135,4 +135,6 @@ uint16_t arbor_f32_to_f16(float f);
 
 #include "arbor/sampling.h"    /* fused sample + logprob + entropy (§10) */
 
+#include "arbor/fused_linear.h" /* output projection fused with token stats and the policy loss (§1, §2) */
+
 #endif /* ARBOR_ARBOR_H */

@@ -286,6 +286,48 @@ public final class ArborCpu {
             double minP, @Cast("const double*") double[] minPs, @Cast("const uint8_t*") byte[] rowMask,
             double[] probs);
 
+    // ---- fused linear + token stats + policy loss (arbor/fused_linear.h) --------------------------
+
+    public static native long arbor_fused_linear_workspace_bytes(long rows, long vocabLimit, long rowChunk,
+            long vocabChunk, int dtype);
+
+    public static native int arbor_cpu_fused_linear_stats(@Cast("const void*") long hidden, long rows, long dim,
+            long hiddenStride, @Cast("const void*") long weight, long vocab, long weightStride, long vocabLimit,
+            int dtype, @Cast("const void*") long labels, int labelDtype, float temperature,
+            @Cast("const uint8_t*") long rowMask, @Cast("float*") long logprob, @Cast("float*") long entropy,
+            @Cast("float*") long lse, long rowChunk, long vocabChunk, @Cast("void*") long workspace,
+            long workspaceBytes, @Cast("arbor_sgemm_fn") long sgemm, int numThreads);
+
+    @CriticalRegion
+    public static native int arbor_cpu_fused_linear_stats(@Cast("const void*") float[] hidden, long rows, long dim,
+            long hiddenStride, @Cast("const void*") float[] weight, long vocab, long weightStride, long vocabLimit,
+            int dtype, @Cast("const void*") int[] labels, int labelDtype, float temperature,
+            @Cast("const uint8_t*") byte[] rowMask, float[] logprob, float[] entropy, float[] lse, long rowChunk,
+            long vocabChunk, @Cast("void*") long workspace, long workspaceBytes, @Cast("arbor_sgemm_fn") long sgemm,
+            int numThreads);
+
+    public static native int arbor_cpu_fused_linear_policy_loss(PolicyLossParams cfg, @Cast("const void*") long hidden,
+            long rows, long dim, long hiddenStride, @Cast("const void*") long weight, long vocab, long weightStride,
+            long vocabLimit, int dtype, @Cast("const void*") long labels, int labelDtype,
+            @Cast("const float*") long oldLogprob, @Cast("const float*") long advantages, @Cast("const float*") long mask,
+            @Cast("const float*") long weights, @Cast("const float*") long refLogprob,
+            @Cast("const float*") long selectEntropy, @Cast("float*") long logprobOut, @Cast("float*") long entropyOut,
+            @Cast("float*") long gradHidden, long gradHiddenStride, @Cast("float*") long gradWeight,
+            long gradWeightStride, int accumulateGradWeight, @Cast("double*") long sums, long rowChunk, long vocabChunk,
+            @Cast("void*") long workspace, long workspaceBytes, @Cast("arbor_sgemm_fn") long sgemm, int numThreads);
+
+    @CriticalRegion
+    public static native int arbor_cpu_fused_linear_policy_loss(PolicyLossParams cfg,
+            @Cast("const void*") float[] hidden, long rows, long dim, long hiddenStride,
+            @Cast("const void*") float[] weight, long vocab, long weightStride, long vocabLimit, int dtype,
+            @Cast("const void*") int[] labels, int labelDtype, @Cast("const float*") float[] oldLogprob,
+            @Cast("const float*") float[] advantages, @Cast("const float*") float[] mask,
+            @Cast("const float*") float[] weights, @Cast("const float*") float[] refLogprob,
+            @Cast("const float*") float[] selectEntropy, float[] logprobOut, float[] entropyOut, float[] gradHidden,
+            long gradHiddenStride, float[] gradWeight, long gradWeightStride, int accumulateGradWeight, double[] sums,
+            long rowChunk, long vocabChunk, @Cast("void*") long workspace, long workspaceBytes,
+            @Cast("arbor_sgemm_fn") long sgemm, int numThreads);
+
     // ---- scalar double-precision references ------------------------------------------------------
 
     @CriticalRegion

@@ -159,4 +159,24 @@ public final class ArborCuda {
             @Cast("const uint8_t*") long rowMask, @Cast("void*") long tokens, int tokenDtype,
             @Cast("float*") long logprobSampled, @Cast("float*") long logprob, @Cast("float*") long entropy,
             @Cast("void*") long stream);
+
+    // ---- fused linear + token stats + policy loss (arbor/fused_linear.h; cuBLAS) -----------------
+
+    public static native int arbor_cuda_fused_linear_stats(@Cast("const void*") long hidden, long rows, long dim,
+            long hiddenStride, @Cast("const void*") long weight, long vocab, long weightStride, long vocabLimit,
+            int dtype, @Cast("const void*") long labels, int labelDtype, float temperature,
+            @Cast("const uint8_t*") long rowMask, @Cast("float*") long logprob, @Cast("float*") long entropy,
+            @Cast("float*") long lse, long rowChunk, long vocabChunk, @Cast("void*") long workspace,
+            long workspaceBytes, @Cast("arbor_sgemm_fn") long sgemm, @Cast("void*") long stream);
+
+    public static native int arbor_cuda_fused_linear_policy_loss(ArborCpu.PolicyLossParams cfg,
+            @Cast("const void*") long hidden, long rows, long dim, long hiddenStride, @Cast("const void*") long weight,
+            long vocab, long weightStride, long vocabLimit, int dtype, @Cast("const void*") long labels,
+            int labelDtype, @Cast("const float*") long oldLogprob, @Cast("const float*") long advantages,
+            @Cast("const float*") long mask, @Cast("const float*") long weights, @Cast("const float*") long refLogprob,
+            @Cast("const float*") long selectEntropy, @Cast("float*") long logprobOut, @Cast("float*") long entropyOut,
+            @Cast("float*") long gradHidden, long gradHiddenStride, @Cast("float*") long gradWeight,
+            long gradWeightStride, int accumulateGradWeight, @Cast("double*") long sums, long rowChunk, long vocabChunk,
+            @Cast("void*") long workspace, long workspaceBytes, @Cast("arbor_sgemm_fn") long sgemm,
+            @Cast("void*") long stream);
 }

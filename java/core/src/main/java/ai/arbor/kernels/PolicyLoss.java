@@ -607,7 +607,7 @@ public final class PolicyLoss {
     // ---------------------------------------------------------------------------------------------
 
     /** Per-row weights and the boolean row mask of an array call. */
-    private record Prepared(float[] weights, double[] counts, boolean[] rowMask) {}
+    record Prepared(float[] weights, double[] counts, boolean[] rowMask) {}
 
     private static Prepared prepareArrays(PolicyLossConfig cfg, float[] logits, int rows, int vocab, int vocabLimit,
                                           int[] labels, float[] oldLogprob, float[] advantages, float[] mask,
@@ -620,16 +620,23 @@ public final class PolicyLoss {
         int n = Check.arrayProduct("rows * vocab", rows, vocab);
         Check.length("logits", logits, n);
         Check.length("gradLogitsOut", gradLogitsOut, n);
+        // in place over the logits is allowed; the per-row inputs are read while the gradient is written
+        String[] names = {"oldLogprob", "advantages", "mask", "refLogprob", "selectEntropy"};
+        float[][] ins = {oldLogprob, advantages, mask, refLogprob, selectEntropy};
+        for (int i = 0; i < ins.length; i++) Check.notSame("gradLogitsOut", gradLogitsOut, names[i], ins[i]);
+        return prepareRows(cfg, rows, vocabLimit, labels, oldLogprob, advantages, mask, refLogprob, seqIds, selectEntropy);
+    }
+
+    /** Validates the per-row arrays of a loss call (values included) and computes the weights (also FusedLinear). */
+    static Prepared prepareRows(PolicyLossConfig cfg, int rows, int vocabLimit, int[] labels, float[] oldLogprob,
+                                float[] advantages, float[] mask, float[] refLogprob, int[] seqIds,
+                                float[] selectEntropy) {
         int numSeqs = checkRowInputs(cfg, rows, oldLogprob, advantages, mask, refLogprob, seqIds);
         Check.length("labels", labels, rows);
         boolean[] rowMask = new boolean[rows];
         for (int r = 0; r < rows; r++) rowMask[r] = mask[r] > 0;
         Check.labels("labels", labels, rowMask, vocabLimit);
         Check.lengthOrNull("selectEntropy", selectEntropy, rows);
-        // in place over the logits is allowed; the per-row inputs are read while the gradient is written
-        String[] names = {"oldLogprob", "advantages", "mask", "refLogprob", "selectEntropy"};
-        float[][] ins = {oldLogprob, advantages, mask, refLogprob, selectEntropy};
-        for (int i = 0; i < ins.length; i++) Check.notSame("gradLogitsOut", gradLogitsOut, names[i], ins[i]);
         float[] weights = new float[rows];
         double[] counts = weights(cfg, rows, mask, seqIds, numSeqs, weights);
         return new Prepared(weights, counts, rowMask);
@@ -675,7 +682,7 @@ public final class PolicyLoss {
         return Math.max(1, max + 1);  // at least 1: the kernels size their per-sequence arrays by it
     }
 
-    private static float[] refLogprob(PolicyLossConfig cfg, float[] ref) {
+    static float[] refLogprob(PolicyLossConfig cfg, float[] ref) {
         return cfg.klType() == KlType.NONE ? null : ref;
     }
 
@@ -690,7 +697,7 @@ public final class PolicyLoss {
     }
 
     /** Validates a stage's per-row memory (sizes, devices; on the host also the values). */
-    private static void checkStageInputs(PolicyLossConfig cfg, float thr, Inputs in, long rows, Device dev,
+    static void checkStageInputs(PolicyLossConfig cfg, float thr, Inputs in, long rows, Device dev,
                                          long vocabLimit, MemRef weights, MemRef sumsOut, MemRef workspace) {
         if (Float.isNaN(thr)) throw new IllegalArgumentException("aepoEntropyThreshold must not be NaN");
         boolean needLabels = vocabLimit > 0;
@@ -742,13 +749,13 @@ public final class PolicyLoss {
     }
 
     /** numSeqs of a sequence-mean aggregation is in [1, max(1, rows)] (ids are row indices at most). */
-    private static void checkNumSeqs(PolicyLossConfig cfg, long rows, long ns) {
+    static void checkNumSeqs(PolicyLossConfig cfg, long rows, long ns) {
         if (cfg.agg().needsSequences() && (ns < 1 || ns > Math.max(1, rows)))
             throw new IllegalArgumentException("numSeqs must be in [1, rows = " + rows + "], got " + ns);
     }
 
     /** The per-row inputs, weights, sums and the kernel's workspace of a loss stage, for the overlap check. */
-    private static Check.Overlaps stageOverlaps(PolicyLossConfig cfg, Inputs in, long rows, boolean labels, MemRef weights,
+    static Check.Overlaps stageOverlaps(PolicyLossConfig cfg, Inputs in, long rows, boolean labels, MemRef weights,
                                                 MemRef sumsOut, MemRef workspace) {
         return Check.overlaps().in("labels", labels ? in.labels() : null, rows, labels ? in.labelType() : DType.U8)
                 .in("oldLogprob", in.oldLogprob(), rows, DType.F32).in("advantages", in.advantages(), rows, DType.F32)
@@ -809,7 +816,7 @@ public final class PolicyLoss {
     }
 
     /** {@code n} floats of {@code ref} (host or device; a device read waits for the stream). */
-    private static float[] readFloats(String name, MemRef ref, long n, long stream) {
+    static float[] readFloats(String name, MemRef ref, long n, long stream) {
         float[] out = new float[Math.toIntExact(n)];
         if (n == 0) return out;
         Check.fits(name, ref, n, DType.F32);
@@ -830,7 +837,7 @@ public final class PolicyLoss {
     }
 
     /** Offsets in the convenience forms' workspace: [native][weights][sel][sums 9 f64][counts 4 f64]. */
-    private static final class Layout {
+    static final class Layout {
         long nativeBytes, weights, sel, sums, counts, total;
 
         static Layout of(long nativeBytes, long rows) {
@@ -850,7 +857,7 @@ public final class PolicyLoss {
     }
 
     /** The workspace of one convenience call: the caller's, or one allocated (and freed) here. */
-    private static final class Scratch implements AutoCloseable {
+    static final class Scratch implements AutoCloseable {
         final MemRef ref;
         final Layout layout;
         final Device dev;

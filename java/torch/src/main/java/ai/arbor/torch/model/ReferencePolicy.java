@@ -300,6 +300,15 @@ public final class ReferencePolicy implements AutoCloseable {
         return scoped(() -> hiddenInScope(tokens));
     }
 
+    /**
+     * The LM-head weight {@code [V, D]} (the embedding matrix itself when the embeddings are tied), for
+     * callers that fuse the head with the loss ({@code ai.arbor.torch.TorchFusedLinear}).
+     */
+    public Tensor lmHeadWeight() {
+        ensureOpen();
+        return lmHead;
+    }
+
     /** The LM head: {@code hidden [..., D] → logits [..., V]}. */
     public Tensor logits(Tensor hidden) {
         ensureOpen();

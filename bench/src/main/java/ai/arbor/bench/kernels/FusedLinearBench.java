@@ -1,0 +1,121 @@
+package ai.arbor.bench.kernels;
+
+import ai.arbor.kernels.FusedLinear;
+import ai.arbor.kernels.Kernels;
+import ai.arbor.kernels.PolicyLoss;
+import ai.arbor.kernels.PolicyLossConfig;
+import ai.arbor.kernels.PolicyLossResult;
+import ai.arbor.torch.EagerPolicyLoss;
+import ai.arbor.torch.model.CpuThreads;
+import java.io.IOException;
+import java.util.Arrays;
+import java.util.Locale;
+import java.util.Random;
+import org.bytedeco.javacpp.PointerScope;
+import org.bytedeco.openblas.global.openblas_nolapack;
+import org.bytedeco.pytorch.Tensor;
+
+/**
+ * The policy loss from hidden states, three ways side by side in one run (interleaved repetitions):
+ * <ul>
+ *   <li>{@code fused}: {@link FusedLinear} — tiles of rows × vocabulary, never the [T, V] logits;</li>
+ *   <li>{@code unfused}: cblas_sgemm → logits [T, V] → {@link PolicyLoss#forwardBackward} (in place) →
+ *       cblas_sgemm for dh and dW (the same kernels, with the logits materialised);</li>
+ *   <li>{@code libtorch}: eager {@code h.matmul(W.t())}, log_softmax, gather, the clip loss
+ *       ({@code EagerPolicyLoss}), autograd backward to h and W.</li>
+ * </ul>
+ * Prints the median time of each and the peak extra resident memory of one call (VmHWM reset through
+ * /proc/self/clear_refs; inputs and gradient outputs are allocated before). Token-mean PPO clip, fp32.
+ * Run: {@code MALLOC_MMAP_THRESHOLD_=131072 ARBOR_JAVA_OPTS='-Xms3g -Xmx3g -XX:+AlwaysPreTouch'
+ * bench/run.sh --main ai.arbor.bench.kernels.FusedLinearBench [T d V reps threads]}.
+ */
+public final class FusedLinearBench {
+    private FusedLinearBench() {}
+
+    public static void main(String[] args) throws IOException {
+        int t = args.length > 0 ? Integer.parseInt(args[0]) : 1024;
+        int d = args.length > 1 ? Integer.parseInt(args[1]) : 512;
+        int v = args.length > 2 ? Integer.parseInt(args[2]) : 151936;
+        int reps = args.length > 3 ? Integer.parseInt(args[3]) : 3;
+        int threads = args.length > 4 ? Integer.parseInt(args[4]) : 2;
+        Kernels.setThreads(threads);
+        CpuThreads.set(threads);  // libtorch's intra-op pool and OpenBLAS's
+        Random rnd = new Random(42);
+        float[] h = new float[t * d], w = new float[v * d];
+        for (int i = 0; i < h.length; i++) h[i] = (float) rnd.nextGaussian();
+        for (int i = 0; i < w.length; i++) w[i] = (float) (rnd.nextGaussian() * 2 / Math.sqrt(d));
+        int[] labels = new int[t];
+        float[] old = new float[t], adv = new float[t], mask = new float[t];
+        for (int r = 0; r < t; r++) {
+            labels[r] = rnd.nextInt(v);
+            old[r] = (float) (-Math.log(v) + rnd.nextGaussian());
+            adv[r] = (float) rnd.nextGaussian();
+            mask[r] = r % 10 == 9 ? 0f : 1f;
+        }
+        PolicyLossConfig cfg = PolicyLossConfig.defaults();
+        float[] dh = new float[t * d], dw = new float[v * d];
+        float[] logits = new float[t * v];  // the unfused path's [T, V] buffer, allocated up front (counted below)
+        long[] lab64 = new long[t];
+        for (int r = 0; r < t; r++) lab64[r] = labels[r];
+        Tensor hT = Tensor.create(h, t, d), wT = Tensor.create(w, v, d), labT = Tensor.create(lab64, t),
+                oldT = Tensor.create(old, t), advT = Tensor.create(adv, t), maskT = Tensor.create(mask, t);
+        double matrixMb = 4.0 * t * v / (1 << 20);
+        System.out.printf(Locale.ROOT, "T %d, d %d, V %d fp32, %d threads; one [T, V] fp32 matrix = %.0f MiB; fused tile %s%n",
+                t, d, v, threads, matrixMb, FusedLinear.Chunks.cpu());
+        Runnable fused = () -> FusedLinear.forwardBackward(cfg, h, t, d, w, v, labels, old, adv, mask, null, null, dh, dw);
+        Runnable unfused = () -> {
+            openblas_nolapack.cblas_sgemm(openblas_nolapack.CblasRowMajor, openblas_nolapack.CblasNoTrans,
+                    openblas_nolapack.CblasTrans, t, v, d, 1f, h, d, w, d, 0f, logits, v);
+            PolicyLoss.forwardBackward(cfg, logits, t, v, labels, old, adv, mask, null, null, logits);
+            openblas_nolapack.cblas_sgemm(openblas_nolapack.CblasRowMajor, openblas_nolapack.CblasNoTrans,
+                    openblas_nolapack.CblasNoTrans, t, d, v, 1f, logits, v, w, d, 0f, dh, d);
+            openblas_nolapack.cblas_sgemm(openblas_nolapack.CblasRowMajor, openblas_nolapack.CblasTrans,
+                    openblas_nolapack.CblasNoTrans, v, d, t, 1f, logits, v, h, d, 0f, dw, d);
+        };
+        Runnable libtorch = () -> {
+            try (PointerScope scope = new PointerScope()) {
+                Tensor hg = hT.detach().set_requires_grad(true), wg = wT.detach().set_requires_grad(true);
+                Tensor loss = EagerPolicyLoss.loss(cfg, hg.matmul(wg.t()), labT, oldT, advT, maskT, null, null,
+                        Float.NEGATIVE_INFINITY);
+                loss.backward();
+                hg.grad().numel();
+                wg.grad().numel();
+            }
+        };
+        String[] names = {"fused", "unfused", "libtorch"};
+        Runnable[] ops = {fused, unfused, libtorch};
+        // agreement (the unit tests assert it; printed here so a benchmark of a wrong result shows)
+        PolicyLossResult a = FusedLinear.forwardBackward(cfg, h, t, d, w, v, labels, old, adv, mask, null, null, dh, dw);
+        System.out.printf(Locale.ROOT, "fused loss %.7f%n", a.loss());
+        double gflop = 2.0 * t * (double) v * d / 1e9;
+        double[] mem = new double[3];
+        for (int i = 0; i < 3; i++) {  // printed as measured: a crash of one variant keeps the others' figures
+            ops[i].run();  // warm-up
+            mem[i] = peakExtraMb(ops[i]);
+            System.out.printf(Locale.ROOT, "  %-9s peak extra RSS %7.1f MiB = %5.2f x [T, V]%s%n", names[i], mem[i],
+                    mem[i] / matrixMb, i == 1 ? " (+ the preallocated logits buffer, " + Math.round(matrixMb) + " MiB)" : "");
+        }
+        double[][] ms = new double[3][reps];
+        for (int k = 0; k < reps; k++)
+            for (int i = 0; i < 3; i++) {  // interleaved, so a change of the machine's load hits every variant
+                long t0 = System.nanoTime();
+                ops[i].run();
+                ms[i][k] = (System.nanoTime() - t0) / 1e6;
+                System.out.printf(Locale.ROOT, "    rep %d %-9s %9.1f ms%n", k, names[i], ms[i][k]);
+            }
+        for (int i = 0; i < 3; i++) {
+            Arrays.sort(ms[i]);
+            double med = ms[i][reps / 2];
+            System.out.printf(Locale.ROOT, "  %-9s median %9.1f ms (min %9.1f, max %9.1f)  %5.1f GFLOP/s (3 products' worth)%n",
+                    names[i], med, ms[i][0], ms[i][reps - 1], 3 * gflop / (med / 1e3));
+        }
+    }
+
+    private static double peakExtraMb(Runnable op) throws IOException {
+        System.gc();
+        java.nio.file.Files.writeString(java.nio.file.Path.of("/proc/self/clear_refs"), "5");
+        long before = PeakMemory.kb("VmRSS");
+        op.run();
+        return (PeakMemory.kb("VmHWM") - before) / 1024.0;
+    }
+}

@@ -1,0 +1,308 @@
+// GPU check of the fused linear kernels (cuda-kernels/fused_linear.cuh, cuBLAS): against the double
+// reference of the unfused chain — logits = h Wᵀ in double from the values the kernel reads (bf16-rounded
+// for bf16), arbor_ref_policy_loss (native/src/reference_policy_loss.cpp) for the loss and dL/dlogits,
+// then dh = G W and dW = Gᵀ h in double — and arbor_ref_token_stats_fwd for the statistics; then the
+// time and peak extra memory against the unfused path (product → arbor_cuda_policy_loss_fused_* → two
+// products) at T 16384, d 1024, V 151936 bf16. See harness.h.
+//
+// Tolerances: fp32 products (CUBLAS_COMPUTE_32F, no TF32) and __expf in the statistics: logprob / entropy
+// 1e-4 (1 + |x|), loss sums 1e-4 relative, dh and dW 1e-4 of their largest element. bf16 inputs: the
+// backward products read the bf16-rounded dL/dlogits (relative error 2⁻⁹ per element), so dh and dW get
+// 1e-2 of their largest element; the forward reads exact bf16 values with fp32 accumulation (1e-4).
+#include <dlfcn.h>
+
+#include "harness.h"
+
+namespace harness {
+
+namespace {
+
+struct FlCase {
+    int64_t rows, dim, vocab, limit, row_chunk, vocab_chunk;
+    int clip, kl, agg;
+    float temperature;
+    int dtype;
+    bool accumulate;
+};
+
+arbor_policy_loss_config fl_cfg(const FlCase& k) {
+    arbor_policy_loss_config c;
+    c.clip_mode = k.clip;
+    c.eps_low = 0.2f;
+    c.eps_high = 0.28f;
+    c.dual_clip_c = 3.0f;
+    c.aepo_entropy_threshold = -INFINITY;
+    c.kl_type = k.kl;
+    c.kl_coef = 0.1f;
+    c.entropy_coef = 0.01f;
+    c.temperature = k.temperature;
+    return c;
+}
+
+std::vector<double> seen_matrix(std::vector<float>& x, int dtype) {
+    std::vector<double> d(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+        if (dtype == ARBOR_BF16) x[i] = arbor::bf16_to_f32(arbor::f32_to_bf16(x[i]));
+        d[i] = x[i];
+    }
+    return d;
+}
+
+template <class T>
+struct Upload {
+    DevBuf<T> buf;
+    explicit Upload(const std::vector<T>& h) : buf(h) {}
+};
+
+void check_case(Ctx& ctx, const FlCase& k) {
+    std::normal_distribution<double> nd(0.0, 1.0);
+    const int64_t T = k.rows, d = k.dim, V = k.vocab, VL = k.limit;
+    std::vector<float> h(T * d), w(V * d);
+    const double scale = 3.0 / sqrt((double)d);
+    for (float& v : h) v = (float)nd(ctx.rng);
+    for (float& v : w) v = (float)(nd(ctx.rng) * scale);
+    std::vector<double> hd = seen_matrix(h, k.dtype), wd = seen_matrix(w, k.dtype);
+    std::vector<double> logits(T * V, 0.0);
+    for (int64_t r = 0; r < T; ++r)
+        for (int64_t v = 0; v < V; ++v) {
+            double s = 0;
+            for (int64_t q = 0; q < d; ++q) s += hd[r * d + q] * wd[v * d + q];
+            logits[r * V + v] = s;
+        }
+    std::vector<int64_t> labels(T);
+    std::vector<int32_t> seq(T);
+    std::vector<float> old(T), adv(T), mask(T), ref(T), weights(T);
+    std::vector<double> oldd(T), advd(T), maskd(T), refd(T);
+    for (int64_t r = 0; r < T; ++r) {
+        mask[r] = (r % 5 == 2) ? 0.0f : 1.0f;
+        labels[r] = mask[r] > 0 ? (int64_t)(ctx.rng() % VL) : -100;
+        old[r] = (float)(-log((double)VL) + nd(ctx.rng));
+        adv[r] = (float)nd(ctx.rng);
+        ref[r] = (float)(-log((double)VL) + nd(ctx.rng));
+        seq[r] = (int32_t)(r * std::max<int64_t>(1, T / 4) / T);
+        oldd[r] = old[r], advd[r] = adv[r], maskd[r] = mask[r], refd[r] = ref[r];
+    }
+    const int64_t ns = std::max<int64_t>(1, T / 4);
+    const bool seq_mode = k.agg != ARBOR_AGG_TOKEN_MEAN;
+    double counts[ARBOR_PL_NUM_COUNTS];
+    if (arbor_cpu_policy_loss_weights(mask.data(), seq_mode ? seq.data() : nullptr, T, seq_mode ? ns : 0, k.agg, 0.0,
+                                      weights.data(), counts, nullptr, 0, 1) != ARBOR_OK) {
+        record_check(ctx, "fused_linear", "weights pre-pass", INFINITY);
+        return;
+    }
+    const arbor_policy_loss_config c = fl_cfg(k);
+    std::vector<double> g(T * V), rsums(ARBOR_PL_NUM_SUMS);
+    arbor_ref_policy_loss(&c, k.agg, 0.0, logits.data(), T, V, V, VL, labels.data(), oldd.data(), advd.data(),
+                          maskd.data(), k.kl != ARBOR_KL_NONE ? refd.data() : nullptr, seq_mode ? seq.data() : nullptr,
+                          ns, nullptr, g.data(), rsums.data(), nullptr);
+    std::vector<double> rdh(T * d, 0.0), rdw(V * d, 0.0);
+    for (int64_t r = 0; r < T; ++r)
+        for (int64_t v = 0; v < VL; ++v) {
+            const double gv = g[r * V + v];
+            if (gv == 0) continue;
+            for (int64_t q = 0; q < d; ++q) {
+                rdh[r * d + q] += gv * wd[v * d + q];
+                rdw[v * d + q] += gv * hd[r * d + q];
+            }
+        }
+    std::vector<uint8_t> valid(T);
+    for (int64_t r = 0; r < T; ++r) valid[r] = mask[r] > 0;
+    std::vector<double> rlp(T), rh(T), rlse(T);
+    arbor_ref_token_stats_fwd(logits.data(), T, V, V, VL, labels.data(), k.temperature, valid.data(), rlp.data(),
+                              rh.data(), rlse.data());
+    // device inputs
+    std::vector<uint16_t> h16 = to_half(h, ARBOR_BF16), w16 = to_half(w, ARBOR_BF16);
+    DevBuf<float> dh32(k.dtype == ARBOR_F32 ? h : std::vector<float>()), dw32(k.dtype == ARBOR_F32 ? w : std::vector<float>());
+    DevBuf<uint16_t> dh16(k.dtype == ARBOR_BF16 ? h16 : std::vector<uint16_t>()),
+        dw16(k.dtype == ARBOR_BF16 ? w16 : std::vector<uint16_t>());
+    const void* hp = k.dtype == ARBOR_F32 ? (const void*)dh32.p : (const void*)dh16.p;
+    const void* wp = k.dtype == ARBOR_F32 ? (const void*)dw32.p : (const void*)dw16.p;
+    DevBuf<int64_t> dlab(labels);
+    DevBuf<float> dold(old), dadv(adv), dmask(mask), dref(ref), dwts(weights), lp(T), ent(T), lse(T);
+    DevBuf<uint8_t> dvalid(valid);
+    std::vector<float> before(V * d, k.accumulate ? 0.5f : NAN);  // every element must be written (or kept)
+    DevBuf<float> gh(T * d), gw(before);
+    DevBuf<double> sums(ARBOR_PL_NUM_SUMS);
+    const int64_t wsb = arbor_fused_linear_workspace_bytes(T, VL, k.row_chunk, k.vocab_chunk, k.dtype);
+    DevBuf<unsigned char> ws(wsb);
+    char what[160];
+    snprintf(what, sizeof what, "T %lld d %lld V %lld/%lld tile %lldx%lld clip %d kl %d agg %d %s%s", (long long)T,
+             (long long)d, (long long)V, (long long)VL, (long long)k.row_chunk, (long long)k.vocab_chunk, k.clip, k.kl,
+             k.agg, dtype_name(k.dtype), k.accumulate ? " acc" : "");
+    int rc = arbor_cuda_fused_linear_policy_loss(&c, hp, T, d, d, wp, V, d, VL, k.dtype, dlab.p, ARBOR_I64, dold.p,
+                                                 dadv.p, dmask.p, dwts.p, k.kl != ARBOR_KL_NONE ? dref.p : nullptr,
+                                                 nullptr, lp.p, ent.p, gh.p, d, gw.p, d, k.accumulate ? 1 : 0, sums.p,
+                                                 k.row_chunk, k.vocab_chunk, ws.p, wsb, nullptr, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    if (rc != ARBOR_OK) {
+        printf("  fused_linear: return code %d (%s)\n", rc, rc == ARBOR_ERR_UNSUPPORTED ? "cuBLAS not loaded" : "");
+        record_check(ctx, "fused_linear", std::string(what) + " rc", INFINITY);
+        return;
+    }
+    std::vector<double> s = sums.download();
+    double e = 0;
+    for (int q : {ARBOR_PL_S_PG, ARBOR_PL_S_KL, ARBOR_PL_S_ENT, ARBOR_PL_S_MASK, ARBOR_PL_S_NEG_DELTA, ARBOR_PL_S_ENT_MASK})
+        e = std::max(e, err_ratio(rsums[q], s[q], 1e-4 * (1.0 + fabs(rsums[q]))));
+    record_check(ctx, "fused_linear_loss", what, e);
+    std::vector<float> glp = lp.download(), gent = ent.download();
+    e = 0;
+    for (int64_t r = 0; r < T; ++r) {
+        if (!valid[r]) continue;
+        e = std::max(e, err_ratio(rlp[r], glp[r], 1e-4 * (1.0 + fabs(rlp[r]))));
+        e = std::max(e, err_ratio(rh[r], gent[r], 1e-4 * (1.0 + fabs(rh[r]))));
+    }
+    record_check(ctx, "fused_linear_logprob_entropy", what, e);
+    const double gtol = k.dtype == ARBOR_BF16 ? 1e-2 : 1e-4;
+    std::vector<float> ghh = gh.download(), gwh = gw.download();
+    double mh = 0, mw = 0;
+    for (double v : rdh) mh = std::max(mh, fabs(v));
+    for (double v : rdw) mw = std::max(mw, fabs(v));
+    e = 0;
+    for (int64_t i = 0; i < T * d; ++i) e = std::max(e, err_ratio(rdh[i], ghh[i], gtol * mh + 1e-12));
+    record_check(ctx, "fused_linear_grad_hidden", what, e);
+    e = 0;
+    for (int64_t i = 0; i < V * d; ++i) {
+        const bool pad = i / d >= VL;
+        const double want = (k.accumulate ? 0.5 : 0.0) + (pad ? 0.0 : rdw[i]);
+        e = std::max(e, err_ratio(want, gwh[i], gtol * mw + 1e-12));
+    }
+    record_check(ctx, "fused_linear_grad_weight", what, e);
+    // token statistics without the logits
+    rc = arbor_cuda_fused_linear_stats(hp, T, d, d, wp, V, d, VL, k.dtype, dlab.p, ARBOR_I64, k.temperature, dvalid.p,
+                                       lp.p, ent.p, lse.p, k.row_chunk, k.vocab_chunk, ws.p, wsb, nullptr, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    glp = lp.download();
+    gent = ent.download();
+    std::vector<float> glse = lse.download();
+    e = rc == ARBOR_OK ? 0.0 : INFINITY;
+    for (int64_t r = 0; r < T; ++r) {
+        if (!valid[r]) continue;
+        e = std::max(e, err_ratio(rlp[r], glp[r], 1e-4 * (1.0 + fabs(rlp[r]))));
+        e = std::max(e, err_ratio(rh[r], gent[r], 1e-4 * (1.0 + fabs(rh[r]))));
+        e = std::max(e, err_ratio(rlse[r], glse[r], 1e-4 * (1.0 + fabs(rlse[r]))));
+    }
+    record_check(ctx, "fused_linear_stats", what, e);
+}
+
+// Row-major C[m, n] = A[m, k] Bᵀ (B [n, k]) through cuBLAS, for the unfused baseline (the library's
+// own loader is internal; this is the same dlopen).
+struct BaselineBlas {
+    typedef int (*CreateFn)(void**);
+    typedef int (*GemmExFn)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
+                            const void*, void*, int, int, int, int);
+    void* handle = nullptr;
+    GemmExFn gemm = nullptr;
+    bool init() {
+        const char* names[] = {getenv("ARBOR_CUBLAS"), "libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+        void* lib = nullptr;
+        for (const char* n : names)
+            if (n && *n && (lib = dlopen(n, RTLD_NOW | RTLD_LOCAL))) break;
+        if (!lib) return false;
+        CreateFn create = (CreateFn)dlsym(lib, "cublasCreate_v2");
+        gemm = (GemmExFn)dlsym(lib, "cublasGemmEx");
+        return create && gemm && create(&handle) == 0;
+    }
+    // column-major trick as in fused_linear.cuh; types CUDA_R_16BF inputs, C type ct
+    void abt(int m, int n, int k, const void* a, const void* b, void* c, int ct, int at) {
+        const float one = 1.0f, zero = 0.0f;
+        gemm(handle, 1, 0, n, m, k, &one, b, at, k, a, at, k, &zero, c, ct, n, 68, -1);
+    }
+    void ab(int m, int n, int k, const void* a, const void* b, float* c, int at) {  // A [m,k], B [k,n]
+        const float one = 1.0f, zero = 0.0f;
+        gemm(handle, 0, 0, n, m, k, &one, b, at, n, a, at, k, &zero, c, CUDA_R_32F, n, 68, -1);
+    }
+    void atb(int m, int n, int k, const void* a, const void* b, float* c, int at) {  // A [k,m], B [k,n]
+        const float one = 1.0f, zero = 0.0f;
+        gemm(handle, 0, 1, n, m, k, &one, b, at, n, a, at, m, &zero, c, CUDA_R_32F, n, 68, -1);
+    }
+};
+
+void time_reference_shape(Ctx& ctx) {
+    const int64_t T = 16384, d = 1024, V = 151936;
+    printf("fused linear: time and peak extra memory at T %lld, d %lld, V %lld bf16\n", (long long)T, (long long)d,
+           (long long)V);
+    BaselineBlas bl;
+    if (!bl.init()) {
+        printf("  cuBLAS not found (set ARBOR_CUBLAS): no timing\n");
+        record_check(ctx, "fused_linear_timing", "cuBLAS", INFINITY);
+        return;
+    }
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<uint16_t> h(T * d), w(V * d);
+    for (auto& v : h) v = arbor::f32_to_bf16(nd(ctx.rng));
+    for (auto& v : w) v = arbor::f32_to_bf16(nd(ctx.rng) * 0.1f);
+    std::vector<int64_t> labels(T);
+    std::vector<float> old(T), adv(T), mask(T), weights(T);
+    for (int64_t r = 0; r < T; ++r) {
+        labels[r] = (int64_t)(ctx.rng() % V);
+        old[r] = -12.0f + nd(ctx.rng);
+        adv[r] = nd(ctx.rng);
+        mask[r] = r % 10 == 9 ? 0.0f : 1.0f;
+    }
+    double counts[ARBOR_PL_NUM_COUNTS];
+    arbor_cpu_policy_loss_weights(mask.data(), nullptr, T, 0, ARBOR_AGG_TOKEN_MEAN, 0.0, weights.data(), counts, nullptr, 0, 1);
+    DevBuf<uint16_t> dh(h), dw(w);
+    DevBuf<int64_t> dlab(labels);
+    DevBuf<float> dold(old), dadv(adv), dmask(mask), dwts(weights), gh(T * d), gw(V * d);
+    DevBuf<double> sums(ARBOR_PL_NUM_SUMS);
+    arbor_policy_loss_config c = fl_cfg(FlCase{T, d, V, V, 0, 0, ARBOR_CLIP_PPO, ARBOR_KL_NONE, 0, 1.0f, ARBOR_BF16, false});
+    c.entropy_coef = 0.0f;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)T, (long long)d, (long long)V);
+    const double flops_fused = 8.0 * T * V * d, flops_unfused = 6.0 * T * V * d;
+    for (int64_t vc : {8192, 16384, 32768}) {
+        const int64_t rc_rows = 4096;
+        const int64_t wsb = arbor_fused_linear_workspace_bytes(T, V, rc_rows, vc, ARBOR_BF16);
+        DevBuf<unsigned char> ws(wsb);
+        int rc = ARBOR_OK;
+        double ms = time_ms([&] {
+            rc |= arbor_cuda_fused_linear_policy_loss(&c, dh.p, T, d, d, dw.p, V, d, V, ARBOR_BF16, dlab.p, ARBOR_I64,
+                                                      dold.p, dadv.p, dmask.p, dwts.p, nullptr, nullptr, nullptr, nullptr,
+                                                      gh.p, d, gw.p, d, 0, sums.p, rc_rows, vc, ws.p, wsb, nullptr,
+                                                      nullptr);
+        });
+        char k[64];
+        snprintf(k, sizeof k, "fused_linear_fwd+bwd_%lld", (long long)vc);
+        record_time(ctx, "fused_linear_fwd+bwd", std::string(shape) + "/" + std::to_string(vc), "bf16", ms,
+                    2.0 * (double)T * V * 2);  // nominal: the unfused path's logits write + read
+        printf("  %-28s tile %lldx%lld: %.1f TFLOP/s, extra memory %.1f MiB (workspace)\n", k, (long long)rc_rows,
+               (long long)vc, flops_fused / (ms * 1e-3) / 1e12, wsb / 1048576.0);
+        record_check(ctx, "fused_linear_timed_rc", shape, rc == ARBOR_OK ? 0.0 : INFINITY);
+    }
+    // unfused: bf16 logits [T, V] (cuBLAS), the fused policy loss in place, dh = G W, dW = Gᵀ h
+    const int64_t pwsb = arbor_policy_loss_workspace_bytes(T, 0);
+    DevBuf<unsigned char> pws(pwsb);
+    DevBuf<uint16_t> logits(T * V);
+    double ms = time_ms([&] {
+        bl.abt((int)T, (int)V, (int)d, dh.p, dw.p, logits.p, CUDA_R_16BF, CUDA_R_16BF);
+        arbor_cuda_policy_loss_fused_bf16(&c, logits.p, T, V, V, V, dlab.p, ARBOR_I64, dold.p, dadv.p, dmask.p, dwts.p,
+                                          nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, logits.p, ARBOR_BF16, V,
+                                          sums.p, pws.p, pwsb, nullptr);
+        bl.ab((int)T, (int)d, (int)V, logits.p, dw.p, gh.p, CUDA_R_16BF);
+        bl.atb((int)V, (int)d, (int)T, logits.p, dh.p, gw.p, CUDA_R_16BF);
+    });
+    record_time(ctx, "fused_linear_unfused_fwd+bwd", shape, "bf16", ms, 2.0 * (double)T * V * 2);
+    printf("  %-28s %.1f TFLOP/s, extra memory %.1f MiB (bf16 logits, gradient in place, + workspace)\n",
+           "unfused", flops_unfused / (ms * 1e-3) / 1e12, (2.0 * T * V + pwsb) / 1048576.0);
+    CUDA_OK(cudaGetLastError());
+}
+
+}  // namespace
+
+void check_fused_linear(Ctx& c) {
+    printf("fused linear (cuBLAS): correctness vs the double reference of the unfused chain\n");
+    const FlCase cases[] = {
+        {1, 1, 2, 2, 1, 1, ARBOR_CLIP_PPO, ARBOR_KL_NONE, ARBOR_AGG_TOKEN_MEAN, 1.0f, ARBOR_F32, false},
+        {37, 19, 1001, 997, 8, 128, ARBOR_CLIP_DUAL, ARBOR_KL_K3, ARBOR_AGG_TOKEN_MEAN, 0.7f, ARBOR_F32, false},
+        {37, 19, 1001, 997, 8, 128, ARBOR_CLIP_DUAL, ARBOR_KL_K3, ARBOR_AGG_TOKEN_MEAN, 0.7f, ARBOR_BF16, true},
+        {300, 64, 5003, 5000, 64, 1024, ARBOR_CLIP_PPO, ARBOR_KL_K2, ARBOR_AGG_SEQ_MEAN_TOKEN_MEAN, 1.0f, ARBOR_F32, true},
+        {300, 64, 5003, 5000, 4096, 16384, ARBOR_CLIP_AEPO, ARBOR_KL_NONE, ARBOR_AGG_SEQ_MEAN_TOKEN_SUM_NORM, 1.3f,
+         ARBOR_BF16, false},
+        {129, 128, 32000, 32000, 100, 5000, ARBOR_CLIP_PPO, ARBOR_KL_K1, ARBOR_AGG_SEQ_MEAN_TOKEN_SUM, 1.0f, ARBOR_BF16,
+         false},
+    };
+    for (const FlCase& k : cases) check_case(c, k);
+    if (!c.quick) time_reference_shape(c);
+}
+
+}  // namespace harness

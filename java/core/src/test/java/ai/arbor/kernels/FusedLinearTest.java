@@ -1,0 +1,334 @@
+package ai.arbor.kernels;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.arbor.testing.Gpu;
+import ai.arbor.testing.Seeds;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link FusedLinear} against the unfused path — logits = h·Wᵀ materialised (double-precision products
+ * rounded to fp32), then {@link PolicyLoss#forwardBackward} (or {@link TokenStats#forward}), then
+ * dh = G·W and dW = Gᵀ·h in double — within 1e-5 relative: odd sizes, padded vocabularies, masked rows,
+ * tiles smaller and larger than the problem, every aggregation, tied embeddings; and its validation.
+ */
+class FusedLinearTest {
+
+    /** One random problem. */
+    private record Problem(int rows, int dim, int vocab, int vocabLimit, float[] h, float[] w, int[] labels,
+                           float[] old, float[] adv, float[] mask, float[] ref, int[] seqIds) {
+        static Problem random(Random rnd, int rows, int dim, int vocab, int vocabLimit, double maskedFraction) {
+            float[] h = new float[rows * dim], w = new float[vocab * dim];
+            double scale = 3.0 / Math.sqrt(dim);
+            for (int i = 0; i < h.length; i++) h[i] = (float) rnd.nextGaussian();
+            for (int i = 0; i < w.length; i++) w[i] = (float) (rnd.nextGaussian() * scale);
+            int[] labels = new int[rows], seq = new int[rows];
+            float[] old = new float[rows], adv = new float[rows], mask = new float[rows], ref = new float[rows];
+            int seqs = Math.max(1, rows / 5);
+            for (int r = 0; r < rows; r++) {
+                boolean masked = rnd.nextDouble() < maskedFraction;
+                mask[r] = masked ? 0f : 1f;
+                labels[r] = masked ? -100 : rnd.nextInt(vocabLimit);
+                old[r] = (float) (-Math.log(vocabLimit) + rnd.nextGaussian());
+                adv[r] = (float) rnd.nextGaussian();
+                ref[r] = (float) (-Math.log(vocabLimit) + rnd.nextGaussian());
+                seq[r] = Math.min(seqs - 1, r * seqs / rows);
+            }
+            return new Problem(rows, dim, vocab, vocabLimit, h, w, labels, old, adv, mask, ref, seq);
+        }
+
+        /** logits = h·Wᵀ over all vocab columns (double products, rounded once). */
+        float[] logits() {
+            float[] z = new float[rows * vocab];
+            for (int r = 0; r < rows; r++)
+                for (int v = 0; v < vocab; v++) {
+                    double s = 0;
+                    for (int k = 0; k < dim; k++) s += (double) h[r * dim + k] * w[v * dim + k];
+                    z[r * vocab + v] = (float) s;
+                }
+            return z;
+        }
+    }
+
+    /** dh = G·W and dW = Gᵀ·h in double. */
+    private static double[][] linearGrads(Problem p, float[] g) {
+        double[] dh = new double[p.rows * p.dim], dw = new double[p.vocab * p.dim];
+        for (int r = 0; r < p.rows; r++)
+            for (int v = 0; v < p.vocab; v++) {
+                double gv = g[r * p.vocab + v];
+                if (gv == 0) continue;
+                for (int k = 0; k < p.dim; k++) {
+                    dh[r * p.dim + k] += gv * p.w[v * p.dim + k];
+                    dw[v * p.dim + k] += gv * p.h[r * p.dim + k];
+                }
+            }
+        return new double[][] {dh, dw};
+    }
+
+    private static void assertClose(String what, double[] ref, float[] got, double rel) {
+        double max = 0;
+        for (double v : ref) max = Math.max(max, Math.abs(v));
+        double tol = rel * max + 1e-12;
+        for (int i = 0; i < ref.length; i++)
+            if (!(Math.abs(ref[i] - got[i]) <= tol))
+                throw new AssertionError(what + "[" + i + "]: " + got[i] + " vs unfused " + ref[i] + " (tol " + tol + ")");
+    }
+
+    private static void assertClose(String what, double ref, double got, double rel) {
+        assertTrue(Math.abs(ref - got) <= rel * Math.max(1e-3, Math.abs(ref)), what + ": " + got + " vs unfused " + ref);
+    }
+
+    private static double[] toDouble(float[] a) {
+        double[] d = new double[a.length];
+        for (int i = 0; i < a.length; i++) d[i] = a[i];
+        return d;
+    }
+
+    /** The fused linear result vs the unfused path for one problem and configuration. */
+    private static void compare(String name, PolicyLossConfig cfg, Problem p, FusedLinear.Chunks chunks) {
+        int[] seq = cfg.agg().needsSequences() ? p.seqIds : null;
+        float[] ref = cfg.klType() == KlType.NONE ? null : p.ref;
+        float[] logits = p.logits();
+        float[] g = new float[logits.length];
+        PolicyLossResult u = PolicyLoss.forwardBackward(cfg, logits, p.rows, p.vocab, p.vocabLimit, p.labels, p.old, p.adv,
+                p.mask, ref, seq, null, g);
+        double[][] ug = linearGrads(p, g);
+        float[] lpU = new float[p.rows], hU = new float[p.rows];
+        boolean[] valid = new boolean[p.rows];
+        for (int r = 0; r < p.rows; r++) valid[r] = p.mask[r] > 0;
+        TokenStats.forward(logits, p.rows, p.vocab, p.vocabLimit, p.labels, (float) cfg.temperature(), valid, lpU, hU, null);
+
+        float[] dh = new float[p.rows * p.dim], dw = new float[p.vocab * p.dim];
+        java.util.Arrays.fill(dw, Float.NaN);  // every element must be written (padding rows: 0)
+        float[] lp = new float[p.rows], ent = new float[p.rows];
+        PolicyLossResult f = FusedLinear.forwardBackward(cfg, p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels,
+                p.old, p.adv, p.mask, ref, seq, null, dh, dw, false, chunks, lp, ent);
+        String at = name + " (T " + p.rows + ", d " + p.dim + ", V " + p.vocab + "/" + p.vocabLimit + ")";
+        assertClose(at + " loss", u.loss(), f.loss(), 1e-5);
+        assertClose(at + " pgLoss", u.pgLoss(), f.pgLoss(), 1e-5);
+        assertClose(at + " entropyMean", u.entropyMean(), f.entropyMean(), 1e-5);
+        assertClose(at + " approxKl", u.approxKl(), f.approxKl(), 1e-5);
+        assertEquals(u.tokens(), f.tokens(), at + " tokens");
+        assertEquals(u.normalizer(), f.normalizer(), at + " normalizer");
+        assertEquals(u.clipFracHigh() + u.clipFracLow(), f.clipFracHigh() + f.clipFracLow(), 1.01 / Math.max(1, u.tokens()),
+                at + " clip fraction");
+        for (int r = 0; r < p.rows; r++) {
+            if (!valid[r]) {
+                assertEquals(0f, lp[r], at + " masked logprob");
+                continue;
+            }
+            assertEquals(lpU[r], lp[r], 1e-5 * (1 + Math.abs(lpU[r])), at + " logprob[" + r + "]");
+            assertEquals(hU[r], ent[r], 1e-5 * (1 + Math.abs(hU[r])), at + " entropy[" + r + "]");
+        }
+        assertClose(at + " dh", ug[0], dh, 1e-5);
+        assertClose(at + " dW", ug[1], dw, 1e-5);
+        for (int r = 0; r < p.rows; r++)
+            if (!valid[r]) for (int k = 0; k < p.dim; k++) assertEquals(0f, dh[r * p.dim + k], at + " masked dh row");
+        for (int v = p.vocabLimit; v < p.vocab; v++)
+            for (int k = 0; k < p.dim; k++) assertEquals(0f, dw[v * p.dim + k], at + " padding dW row");
+    }
+
+    @Test
+    void equalsUnfusedPathOverRandomShapesAndConfigs() {
+        long seed = Seeds.seed("FusedLinearTest.equalsUnfusedPathOverRandomShapesAndConfigs");
+        Random rnd = new Random(seed);
+        PolicyLossConfig[] cfgs = {
+            PolicyLossConfig.defaults(),
+            PolicyLossConfig.treeGrpo().toBuilder().temperature(0.7).build(),
+            PolicyLossConfig.grpoTcr().toBuilder().entropyCoef(0.01).agg(LossAgg.SEQ_MEAN_TOKEN_MEAN).build(),
+            PolicyLossConfig.aepo().toBuilder().agg(LossAgg.SEQ_MEAN_TOKEN_SUM_NORM).klType(KlType.K2).klCoef(0.05).build(),
+            PolicyLossConfig.builder().agg(LossAgg.SEQ_MEAN_TOKEN_SUM).aggNormalizer(7).temperature(1.3).build(),
+        };
+        int[][] shapes = {{1, 1, 2, 2}, {7, 5, 101, 97}, {37, 19, 1001, 1001}, {64, 33, 3000, 2999}, {129, 8, 513, 500}};
+        FusedLinear.Chunks[] chunks = {new FusedLinear.Chunks(1, 1), new FusedLinear.Chunks(8, 128),
+            new FusedLinear.Chunks(16, 2048), null};
+        for (int[] s : shapes)
+            for (int c = 0; c < cfgs.length; c++) {
+                Problem p = Problem.random(rnd, s[0], s[1], s[2], s[3], 0.25);
+                FusedLinear.Chunks ch = chunks[rnd.nextInt(chunks.length)];
+                if (ch != null && ch.rows() * ch.vocab() == 1 && (long) s[0] * s[2] > 20000) ch = chunks[1];  // 1x1 tiles: small problems only
+                compare("cfg " + c + " chunks " + ch, cfgs[c], p, ch);
+            }
+    }
+
+    @Test
+    void equalsUnfusedPathWithAepoTopEntropySelection() {
+        long seed = Seeds.seed("FusedLinearTest.equalsUnfusedPathWithAepoTopEntropySelection");
+        Random rnd = new Random(seed);
+        Problem p = Problem.random(rnd, 50, 12, 700, 700, 0.2);
+        compare("aepo q = 0.3", PolicyLossConfig.aepo().toBuilder().aepoTopEntropyFraction(0.3).build(), p, new FusedLinear.Chunks(16, 256));
+    }
+
+    @Test
+    void tiedEmbeddingsAccumulateIntoTheGivenGradient() {
+        long seed = Seeds.seed("FusedLinearTest.tiedEmbeddingsAccumulateIntoTheGivenGradient");
+        Random rnd = new Random(seed);
+        Problem p = Problem.random(rnd, 21, 7, 300, 290, 0.3);
+        PolicyLossConfig cfg = PolicyLossConfig.defaults();
+        float[] dwFresh = new float[p.vocab * p.dim], dwAcc = new float[p.vocab * p.dim], before = new float[p.vocab * p.dim];
+        for (int i = 0; i < before.length; i++) before[i] = dwAcc[i] = (float) rnd.nextGaussian();  // the lookup's gradient
+        FusedLinear.Chunks ch = new FusedLinear.Chunks(8, 64);
+        FusedLinear.forwardBackward(cfg, p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels, p.old, p.adv, p.mask,
+                null, null, null, null, dwFresh, false, ch, null, null);
+        FusedLinear.forwardBackward(cfg, p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels, p.old, p.adv, p.mask,
+                null, null, null, null, dwAcc, true, ch, null, null);
+        for (int i = 0; i < before.length; i++) {
+            if (i / p.dim >= p.vocabLimit) assertEquals(before[i], dwAcc[i], "padding row left as it was");
+            else assertEquals((double) before[i] + dwFresh[i], dwAcc[i], 1e-6 * (1 + Math.abs(before[i])), "dW[" + i + "]");
+        }
+    }
+
+    @Test
+    void statsEqualTokenStatsOfTheMaterialisedLogits() {
+        long seed = Seeds.seed("FusedLinearTest.statsEqualTokenStatsOfTheMaterialisedLogits");
+        Random rnd = new Random(seed);
+        for (int[] s : new int[][] {{3, 4, 10, 9}, {40, 17, 5000, 4999}}) {
+            Problem p = Problem.random(rnd, s[0], s[1], s[2], s[3], 0.3);
+            boolean[] valid = new boolean[p.rows];
+            for (int r = 0; r < p.rows; r++) valid[r] = p.mask[r] > 0;
+            float[] lp = new float[p.rows], h = new float[p.rows], lse = new float[p.rows];
+            float[] lpU = new float[p.rows], hU = new float[p.rows], lseU = new float[p.rows];
+            TokenStats.forward(p.logits(), p.rows, p.vocab, p.vocabLimit, p.labels, 0.8f, valid, lpU, hU, lseU);
+            FusedLinear.stats(p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels, 0.8f, valid, lp, h, lse,
+                    new FusedLinear.Chunks(7, 300));
+            for (int r = 0; r < p.rows; r++) {
+                assertEquals(lpU[r], lp[r], 1e-5 * (1 + Math.abs(lpU[r])), "logprob[" + r + "]");
+                assertEquals(hU[r], h[r], 1e-5 * (1 + Math.abs(hU[r])), "entropy[" + r + "]");
+                assertEquals(lseU[r], lse[r], 1e-5 * (1 + Math.abs(lseU[r])), "lse[" + r + "]");
+            }
+        }
+    }
+
+    @Test
+    void threadCountsGiveTheSameBitsAndMemoryEqualsArrays() {
+        long seed = Seeds.seed("FusedLinearTest.threadCountsGiveTheSameBitsAndMemoryEqualsArrays");
+        Random rnd = new Random(seed);
+        Problem p = Problem.random(rnd, 70, 9, 4100, 4100, 0.2);
+        PolicyLossConfig cfg = PolicyLossConfig.treeGrpo();
+        FusedLinear.Chunks ch = new FusedLinear.Chunks(32, 1024);
+        int before = Kernels.threads();
+        float[][] dh = new float[2][p.rows * p.dim], dw = new float[2][p.vocab * p.dim];
+        PolicyLossResult[] res = new PolicyLossResult[2];
+        try {
+            for (int t = 1; t <= 2; t++) {
+                Kernels.setThreads(t);
+                res[t - 1] = FusedLinear.forwardBackward(cfg, p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels,
+                        p.old, p.adv, p.mask, p.ref, null, null, dh[t - 1], dw[t - 1], false, ch, null, null);
+            }
+        } finally {
+            Kernels.setThreads(before);
+        }
+        assertEquals(res[0], res[1]);
+        assertArrayEquals(dh[0], dh[1]);
+        assertArrayEquals(dw[0], dw[1]);
+        // the memory form over direct buffers: the same kernel, the same bits
+        ByteBuffer h = floats(p.h), w = floats(p.w), old = floats(p.old), adv = floats(p.adv), mask = floats(p.mask),
+                ref = floats(p.ref), gh = floats(new float[p.rows * p.dim]), gw = floats(new float[p.vocab * p.dim]);
+        ByteBuffer lab = ByteBuffer.allocateDirect(4 * p.rows).order(ByteOrder.nativeOrder());
+        for (int i = 0; i < p.rows; i++) lab.putInt(4 * i, p.labels[i]);
+        PolicyLossResult m = FusedLinear.forwardBackward(cfg,
+                FusedLinear.Linear.of(MemRef.of(h), MemRef.of(w), DType.F32, p.rows, p.dim, p.vocab),
+                PolicyLoss.Inputs.of(MemRef.of(lab), DType.I32, MemRef.of(old), MemRef.of(adv), MemRef.of(mask), MemRef.of(ref)),
+                MemRef.of(gh), p.dim, MemRef.of(gw), p.dim, false, null, ch, 0L);
+        assertEquals(res[1], m);
+        float[] ghA = new float[p.rows * p.dim], gwA = new float[p.vocab * p.dim];
+        gh.asFloatBuffer().get(ghA);
+        gw.asFloatBuffer().get(gwA);
+        assertArrayEquals(dh[1], ghA);
+        assertArrayEquals(dw[1], gwA);
+    }
+
+    private static ByteBuffer floats(float[] a) {
+        ByteBuffer b = ByteBuffer.allocateDirect(4 * Math.max(1, a.length)).order(ByteOrder.nativeOrder());
+        b.asFloatBuffer().put(a);
+        return b;
+    }
+
+    @Test
+    void emptyBatchWritesZeroGradients() {
+        float[] w = {1, 2, 3, 4, 5, 6}, dw = {9, 9, 9, 9, 9, 9}, dh = new float[0];
+        PolicyLossResult r = FusedLinear.forwardBackward(PolicyLossConfig.defaults(), new float[0], 0, 2, w, 3, new int[0],
+                new float[0], new float[0], new float[0], null, null, dh, dw);
+        assertEquals(0.0, r.loss());
+        assertArrayEquals(new float[6], dw);
+    }
+
+    @Test
+    void badInputThrowsNamingTheValue() {
+        Problem p = Problem.random(new Random(1), 4, 3, 10, 10, 0);
+        PolicyLossConfig cfg = PolicyLossConfig.defaults();
+        float[] dh = new float[12], dw = new float[30];
+        assertMessage("hidden", () -> FusedLinear.forwardBackward(cfg, null, 4, 3, p.w, 10, p.labels, p.old, p.adv, p.mask,
+                null, null, dh, dw));
+        assertMessage("weight", () -> FusedLinear.forwardBackward(cfg, p.h, 4, 3, new float[29], 10, p.labels, p.old, p.adv,
+                p.mask, null, null, dh, dw));
+        assertMessage("dim", () -> FusedLinear.forwardBackward(cfg, p.h, 4, 0, p.w, 10, p.labels, p.old, p.adv, p.mask,
+                null, null, dh, dw));
+        assertMessage("gradHidden", () -> FusedLinear.forwardBackward(cfg, p.h, 4, 3, p.w, 10, p.labels, p.old, p.adv,
+                p.mask, null, null, new float[11], dw));
+        assertMessage("gradWeight", () -> FusedLinear.forwardBackward(cfg, p.h, 4, 3, p.w, 10, p.labels, p.old, p.adv,
+                p.mask, null, null, dh, p.w));
+        int[] bad = p.labels.clone();
+        bad[2] = 10;
+        assertMessage("labels[2] = 10", () -> FusedLinear.forwardBackward(cfg, p.h, 4, 3, p.w, 10, bad, p.old, p.adv,
+                p.mask, null, null, dh, dw));
+        float[] badMask = p.mask.clone();
+        badMask[1] = 2;
+        assertMessage("mask[1]", () -> FusedLinear.forwardBackward(cfg, p.h, 4, 3, p.w, 10, p.labels, p.old, p.adv,
+                badMask, null, null, dh, dw));
+        assertMessage("vocabLimit", () -> FusedLinear.forwardBackward(cfg, p.h, 4, 3, p.w, 10, 11, p.labels, p.old, p.adv,
+                p.mask, null, null, null, dh, dw, false, null, null, null));
+        assertMessage("refLogprob", () -> FusedLinear.forwardBackward(PolicyLossConfig.treeGrpo(), p.h, 4, 3, p.w, 10,
+                p.labels, p.old, p.adv, p.mask, null, null, dh, dw));
+        assertMessage("chunk rows", () -> new FusedLinear.Chunks(0, 5));
+        ByteBuffer hb = floats(p.h), wb = floats(p.w);
+        assertMessage("BF16", () -> FusedLinear.Linear.of(MemRef.of(hb), MemRef.of(wb), DType.BF16, 4, 3, 10));
+        assertMessage("weight needs", () -> FusedLinear.Linear.of(MemRef.of(hb), MemRef.of(hb), DType.F32, 4, 3, 10));
+        assertMessage("hiddenStride", () -> new FusedLinear.Linear(MemRef.of(hb), MemRef.of(wb), DType.F32, 4, 3, 2, 10, 3, 10));
+        // memory: a gradient overlapping an input
+        FusedLinear.Linear lin = FusedLinear.Linear.of(MemRef.of(hb), MemRef.of(wb), DType.F32, 4, 3, 10);
+        ByteBuffer lab = ByteBuffer.allocateDirect(16).order(ByteOrder.nativeOrder());
+        for (int i = 0; i < p.rows; i++) lab.putInt(4 * i, p.labels[i]);
+        PolicyLoss.Inputs in = PolicyLoss.Inputs.of(MemRef.of(lab), DType.I32, MemRef.of(floats(p.old)),
+                MemRef.of(floats(p.adv)), MemRef.of(floats(p.mask)), null);
+        assertMessage("overlaps", () -> FusedLinear.forwardBackward(cfg, lin, in, MemRef.of(hb), 3, null, 3, false, null,
+                null, 0L));
+    }
+
+    private static void assertMessage(String fragment, org.junit.jupiter.api.function.Executable call) {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, call);
+        assertTrue(e.getMessage().contains(fragment), "message '" + e.getMessage() + "' should name " + fragment);
+    }
+
+    @Test
+    void cudaEqualsCpu() {
+        Gpu.assume(Backend.CUDA.isAvailable(), Backend.CUDA::unavailableReason);
+        Random rnd = new Random(Seeds.seed("FusedLinearTest.cudaEqualsCpu"));
+        Problem p = Problem.random(rnd, 300, 64, 5000, 4990, 0.2);
+        PolicyLossConfig cfg = PolicyLossConfig.treeGrpo();
+        float[] dh = new float[p.rows * p.dim], dw = new float[p.vocab * p.dim];
+        PolicyLossResult c = FusedLinear.forwardBackward(cfg, p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels,
+                p.old, p.adv, p.mask, p.ref, null, null, dh, dw, false, null, null, null);
+        try (CudaBuffer h = CudaBuffer.of(p.h, 0); CudaBuffer w = CudaBuffer.of(p.w, 0); CudaBuffer lab = CudaBuffer.of(p.labels, 0);
+             CudaBuffer old = CudaBuffer.of(p.old, 0); CudaBuffer adv = CudaBuffer.of(p.adv, 0);
+             CudaBuffer mask = CudaBuffer.of(p.mask, 0); CudaBuffer ref = CudaBuffer.of(p.ref, 0);
+             CudaBuffer gh = CudaBuffer.allocate(4L * dh.length, 0); CudaBuffer gw = CudaBuffer.allocate(4L * dw.length, 0)) {
+            PolicyLossResult g = FusedLinear.forwardBackward(cfg,
+                    new FusedLinear.Linear(h.ref(), w.ref(), DType.F32, p.rows, p.dim, p.dim, p.vocab, p.dim, p.vocabLimit),
+                    PolicyLoss.Inputs.of(lab.ref(), DType.I32, old.ref(), adv.ref(), mask.ref(), ref.ref()), gh.ref(), p.dim,
+                    gw.ref(), p.dim, false, null, null, 0L);
+            assertClose("cuda loss", c.loss(), g.loss(), 1e-4);
+            float[] ghd = new float[dh.length], gwd = new float[dw.length];
+            gh.copyTo(ghd);
+            gw.copyTo(gwd);
+            assertClose("cuda dh", toDouble(dh), ghd, 1e-4);
+            assertClose("cuda dW", toDouble(dw), gwd, 1e-4);
+        }
+    }
+}

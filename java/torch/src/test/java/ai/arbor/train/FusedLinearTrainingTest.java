@@ -1,0 +1,51 @@
+package ai.arbor.train;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.arbor.kernels.ClipMode;
+import ai.arbor.kernels.LossAgg;
+import ai.arbor.kernels.PolicyLossConfig;
+import ai.arbor.kernels.PolicyLossResult;
+import ai.arbor.rl.TokenBatch;
+import ai.arbor.torch.model.ReferencePolicy;
+import org.bytedeco.javacpp.PointerScope;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The trainer's fused linear path ({@link Trainer#fusedLinearAbove} 0: hidden states + LM-head weight →
+ * {@code TorchFusedLinear}) gives the loss and every parameter gradient of the logits path
+ * ({@code Long.MAX_VALUE}: logits → fused policy loss → autograd), on the reference policy with tied
+ * embeddings (the head's gradient and the lookup's add up in one tensor).
+ */
+class FusedLinearTrainingTest {
+
+    @Test
+    void fusedLinearPathEqualsTheLogitsPath() {
+        TrainerTest.threads();
+        assertTrue(TrainerTest.CFG.tiedEmbeddings(), "the test covers tied embeddings");
+        TokenBatch b = TrainerTest.withAdvantages(TrainerTest.batch(), 11);
+        for (PolicyLossConfig cfg : new PolicyLossConfig[] {PolicyLossConfig.builder().clipMode(ClipMode.DUAL_CLIP).temperature(0.8).build(),
+                PolicyLossConfig.grpoTcr().toBuilder().agg(LossAgg.SEQ_MEAN_TOKEN_MEAN).entropyCoef(0.01).build()}) {
+            try (ReferencePolicy p1 = ReferencePolicy.create(TrainerTest.CFG); ReferencePolicy p2 = ReferencePolicy.create(TrainerTest.CFG);
+                 Trainer logits = new Trainer(p1, OptimConfig.adamW(1e-3), 10, 64, TrainerTest.TOK.vocabSize()).fusedLinearAbove(Long.MAX_VALUE);
+                 Trainer fused = new Trainer(p2, OptimConfig.adamW(1e-3), 10, 64, TrainerTest.TOK.vocabSize()).fusedLinearAbove(0);
+                 PointerScope scope = new PointerScope()) {
+                PolicyLossResult a = logits.policyBackward(b, cfg), f = fused.policyBackward(b, cfg);
+                assertEquals(a.loss(), f.loss(), 1e-5 * (1 + Math.abs(a.loss())), cfg + " loss");
+                assertEquals(a.tokens(), f.tokens(), 0);
+                assertEquals(a.loss(), fused.policyLoss(b, cfg).loss(), 1e-5 * (1 + Math.abs(a.loss())), cfg + " loss without gradients");
+                double max = 0, scale = 0;
+                for (int i = 0; i < logits.parameters().size(); i++) {
+                    float[] x = TrainerTest.values(logits.parameters().get(i).grad()), y = TrainerTest.values(fused.parameters().get(i).grad());
+                    for (int k = 0; k < x.length; k++) {
+                        max = Math.max(max, Math.abs(x[k] - y[k]));
+                        scale = Math.max(scale, Math.abs(x[k]));
+                    }
+                }
+                assertTrue(scale > 1e-6, "a real gradient");
+                assertTrue(max / scale < 1e-5, cfg + ": fused linear gradient equals the logits path's, rel. diff " + max / scale);
+            }
+        }
+    }
+}

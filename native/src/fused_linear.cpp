@@ -1,0 +1,315 @@
+// Fused output projection + token statistics + policy loss — CPU kernels (ABI and the two passes:
+// arbor/fused_linear.h). The per-row work is the token-stats row kernels (Isa::stats / Isa::grad of
+// cpu_dispatch.h) on tile rows and the shared per-token loss (policy_loss_token.h); the products are
+// the caller's cblas_sgemm. Included by arbor_cpu.cpp after policy_loss.cpp, whose workspace and sum
+// helpers (arbor::pl) it uses.
+#include <limits.h>
+#include <math.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "arbor/arbor.h"
+#include "checks.h"
+#include "cpu_dispatch.h"
+#include "fused_linear_layout.h"
+#include "parallel.h"
+#include "policy_loss_token.h"
+
+namespace arbor {
+namespace fl {
+
+enum { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
+
+// h [rows, dim] and W [vocab, dim] with their strides: every size the products and loops use.
+static bool bad_linear(const void* hidden, int64_t rows, int64_t dim, int64_t hidden_stride, const void* weight,
+                       int64_t vocab, int64_t weight_stride, int64_t vocab_limit, float temperature) {
+    if (rows < 0 || dim < 1 || hidden_stride < dim || vocab < 1 || weight_stride < dim) return true;
+    if (vocab_limit < 1 || vocab_limit > vocab) return true;
+    if (dim > INT_MAX || hidden_stride > INT_MAX || weight_stride > INT_MAX) return true;
+    if (!(temperature > 0.0f) || isinf(temperature)) return true;
+    if (rows > 0 && (hidden == nullptr || weight == nullptr)) return true;
+    if (rows > 0 && (rows - 1) > (INT64_MAX - dim) / hidden_stride) return true;
+    if ((vocab - 1) > (INT64_MAX - dim) / weight_stride) return true;
+    return false;
+}
+
+static bool bad_out_matrix(const float* out, int64_t n, int64_t dim, int64_t stride) {
+    if (out == nullptr) return false;
+    if (stride < dim || stride > INT_MAX) return true;
+    return n > 0 && (n - 1) > (INT64_MAX - dim) / stride;
+}
+
+// The call's workspace (the caller's or an internal buffer) carved by arbor_fl::layout.
+struct Scratch {
+    std::unique_ptr<unsigned long long[]> own;  // uninitialised: every byte used is written first
+    char* base = nullptr;
+    arbor_fl::Layout l;
+    bool init(void* workspace, int64_t bytes, int64_t rows, int64_t vocab_limit, int64_t row_chunk,
+              int64_t vocab_chunk) {
+        l = arbor_fl::layout(rows, vocab_limit, row_chunk, vocab_chunk, false);
+        if (l.total < 0) return false;
+        if (workspace != nullptr) {
+            if (bytes < l.total || (uintptr_t)workspace % 8 != 0) return false;
+            base = (char*)workspace;
+        } else {
+            own.reset(new unsigned long long[(size_t)(l.total / 8 + 1)]);
+            base = (char*)own.get();
+        }
+        return true;
+    }
+    float* f(int64_t off) const { return (float*)(base + off); }
+    double* d(int64_t off) const { return (double*)(base + off); }
+};
+
+// Merges a tile segment's statistics (relative to its own max) into a row's running state
+// (M, S = Σ e^{z-M}, U = Σ e^{z-M}(z-M)), in double as row_stats merges its chunks:
+// S_c = e^{log_sum}, U_c = S_c (log_sum - H_c).
+static inline void merge_segment(const RowStats& st, double& M, double& S, double& U) {
+    const double cm = st.max, cs = exp((double)st.log_sum), cu = cs * ((double)st.log_sum - (double)st.entropy);
+    if (M == -INFINITY) {
+        M = cm; S = cs; U = cu;
+    } else if (cm > M) {
+        const double dm = M - cm, sc = exp(dm);
+        U = sc * (U + dm * S) + cu;
+        S = sc * S + cs;
+        M = cm;
+    } else {
+        const double dm = cm - M, sc = exp(dm);
+        U += sc * (cu + dm * cs);
+        S += sc * cs;
+    }
+}
+
+// pass 1: per row block, per vocabulary block, the tile's rows' statistics merged into (M, S, U) and
+// the label's z picked up. Rows with valid[r] == false are skipped. Writes lse, entropy, zy per row
+// (NaN for a row without a distribution, or with a label outside [0, vocab_limit): bad_label set).
+template <class Isa, class Tag>
+static void pass1(const float* h, int64_t rows, int64_t dim, int64_t hs, const float* w, int64_t ws, int64_t vl,
+                  const void* labels, int label_dtype, float inv_t, const uint8_t* valid, const Scratch& sc,
+                  arbor_sgemm_fn sgemm, int num_threads, std::atomic<int>& bad_label) {
+    const arbor_fl::Layout& l = sc.l;
+    float* tile = sc.f(l.tile);
+    float *lse = sc.f(l.lse), *ent = sc.f(l.ent), *zy = sc.f(l.zy);
+    double *M = sc.d(l.m), *S = sc.d(l.s), *U = sc.d(l.u);
+    for (int64_t r0 = 0; r0 < rows; r0 += l.tr) {
+        const int64_t tr = rows - r0 < l.tr ? rows - r0 : l.tr;
+        for (int64_t r = r0; r < r0 + tr; ++r) {
+            M[r] = -INFINITY;
+            S[r] = U[r] = 0.0;
+            zy[r] = NAN;  // stays NaN (and poisons the row) when the label is out of range
+        }
+        for (int64_t v0 = 0; v0 < vl; v0 += l.tv) {
+            const int64_t tv = vl - v0 < l.tv ? vl - v0 : l.tv;
+            sgemm(kRowMajor, kNoTrans, kTrans, (int)tr, (int)tv, (int)dim, 1.0f, h + r0 * hs, (int)hs, w + v0 * ws,
+                  (int)ws, 0.0f, tile, (int)tv);
+            parallel_for(tr, num_threads, tv, [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i) {
+                    const int64_t r = r0 + i;
+                    if (!valid[r]) continue;
+                    const float* row = tile + i * tv;
+                    if (labels != nullptr) {
+                        const int64_t y = read_label(labels, label_dtype, r);
+                        if (y >= v0 && y < v0 + tv) zy[r] = row[y - v0] * inv_t;
+                    }
+                    if (isnan(M[r])) continue;  // already poisoned
+                    const RowStats st = Isa::template stats<Tag>(row, tv, inv_t);
+                    if (st.valid) {
+                        merge_segment(st, M[r], S[r], U[r]);
+                        continue;
+                    }
+                    // An all -inf segment contributes nothing (as in row_stats); NaN or +inf poisons the row.
+                    bool all_neg_inf = true;
+                    for (int64_t j = 0; j < tv; ++j) all_neg_inf &= row[j] == -INFINITY;
+                    if (!all_neg_inf) M[r] = NAN;
+                }
+            });
+        }
+        for (int64_t r = r0; r < r0 + tr; ++r) {
+            if (!valid[r]) {
+                lse[r] = ent[r] = zy[r] = 0.0f;
+                continue;
+            }
+            if (labels != nullptr) {
+                const int64_t y = read_label(labels, label_dtype, r);
+                if (y < 0 || y >= vl) bad_label.store(1, std::memory_order_relaxed);
+            }
+            if (isnan(M[r]) || M[r] == -INFINITY) {  // no distribution
+                lse[r] = ent[r] = NAN;
+                continue;
+            }
+            const double log_s = log(S[r]);
+            lse[r] = (float)(M[r] + log_s);
+            ent[r] = (float)(log_s - U[r] / S[r]);
+        }
+    }
+}
+
+template <class Isa, class Tag>
+static int stats(const float* h, int64_t rows, int64_t dim, int64_t hs, const float* w, int64_t ws, int64_t vl,
+                 const void* labels, int label_dtype, float temperature, const uint8_t* row_mask, float* logprob,
+                 float* entropy, float* lse_out, const Scratch& sc, arbor_sgemm_fn sgemm, int num_threads) {
+    std::vector<uint8_t> valid((size_t)rows);
+    for (int64_t r = 0; r < rows; ++r) valid[r] = row_mask == nullptr || row_mask[r] != 0;
+    std::atomic<int> bad_label{0};
+    pass1<Isa, Tag>(h, rows, dim, hs, w, ws, vl, logprob != nullptr ? labels : nullptr, label_dtype,
+                    1.0f / temperature, valid.data(), sc, sgemm, num_threads, bad_label);
+    const float *lse = sc.f(sc.l.lse), *ent = sc.f(sc.l.ent), *zy = sc.f(sc.l.zy);
+    for (int64_t r = 0; r < rows; ++r) {
+        if (logprob) logprob[r] = valid[r] ? zy[r] - lse[r] : 0.0f;
+        if (entropy) entropy[r] = ent[r];
+        if (lse_out) lse_out[r] = lse[r];
+    }
+    return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;
+}
+
+template <class Isa, class Tag>
+static int policy_loss(const arbor_policy_loss_config& c, const float* h, int64_t rows, int64_t dim, int64_t hs,
+                       const float* w, int64_t vocab, int64_t ws, int64_t vl, const void* labels, int label_dtype,
+                       const float* old_logprob, const float* advantages, const float* mask, const float* weights,
+                       const float* ref_logprob, const float* select_entropy, float* logprob_out, float* entropy_out,
+                       float* gh_out, int64_t ghs, float* gw_out, int64_t gws, bool accumulate, double* sums,
+                       const Scratch& sc, arbor_sgemm_fn sgemm, int num_threads) {
+    const arbor_fl::Layout& l = sc.l;
+    const float inv_t = 1.0f / c.temperature;
+    std::vector<uint8_t> valid((size_t)rows);
+    for (int64_t r = 0; r < rows; ++r) valid[r] = mask[r] > 0.0f;
+    std::atomic<int> bad_label{0};
+    pass1<Isa, Tag>(h, rows, dim, hs, w, ws, vl, labels, label_dtype, inv_t, valid.data(), sc, sgemm, num_threads,
+                    bad_label);
+    // The per-token loss (O(rows)), exactly as the fused policy loss computes it.
+    float *lse = sc.f(l.lse), *ent = sc.f(l.ent), *zy = sc.f(l.zy), *glp = sc.f(l.glp), *gh = sc.f(l.gh);
+    float* parts = arbor_pl::carve(sc.base, rows, 0).parts;
+    for (int64_t r = 0; r < rows; ++r) {
+        if (!valid[r]) {
+            glp[r] = gh[r] = 0.0f;
+            pl::zero_parts(parts, rows, r);
+            if (logprob_out) logprob_out[r] = 0.0f;
+            if (entropy_out) entropy_out[r] = 0.0f;
+            continue;
+        }
+        const float lp = zy[r] - lse[r], H = ent[r];
+        arbor_pl::Token t;
+        if (isnan(lp) || isnan(H)) {
+            arbor_pl::token_nan(t);
+            lse[r] = NAN;  // pass 2 writes a NaN gradient row
+        } else {
+            const float ref = ref_logprob ? ref_logprob[r] : 0.0f;
+            const float sel = select_entropy ? select_entropy[r] : H;
+            arbor_pl::token_loss(c, lp, H, old_logprob[r], advantages[r], mask[r], weights[r], ref, sel, t);
+        }
+        glp[r] = t.g_lp;
+        gh[r] = t.g_h;
+        pl::store_parts(parts, rows, r, t);
+        if (logprob_out) logprob_out[r] = lp;
+        if (entropy_out) entropy_out[r] = H;
+    }
+    pl::reduce_parts(parts, rows, sums);
+    if (gw_out != nullptr && !accumulate)  // padding rows of W get 0; the others are written by beta = 0
+        for (int64_t v = vl; v < vocab; ++v)
+            for (int64_t k = 0; k < dim; ++k) gw_out[v * gws + k] = 0.0f;
+    if (gw_out != nullptr && rows == 0 && !accumulate)
+        for (int64_t v = 0; v < vl; ++v)
+            for (int64_t k = 0; k < dim; ++k) gw_out[v * gws + k] = 0.0f;
+    if (gh_out == nullptr && gw_out == nullptr) return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;
+    // pass 2: per vocabulary block (its dW rows stay in cache), per row block.
+    float* tile = sc.f(l.tile);
+    for (int64_t v0 = 0; v0 < vl; v0 += l.tv) {
+        const int64_t tv = vl - v0 < l.tv ? vl - v0 : l.tv;
+        for (int64_t r0 = 0; r0 < rows; r0 += l.tr) {
+            const int64_t tr = rows - r0 < l.tr ? rows - r0 : l.tr;
+            sgemm(kRowMajor, kNoTrans, kTrans, (int)tr, (int)tv, (int)dim, 1.0f, h + r0 * hs, (int)hs, w + v0 * ws,
+                  (int)ws, 0.0f, tile, (int)tv);
+            parallel_for(tr, num_threads, tv, [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i) {
+                    const int64_t r = r0 + i;
+                    float* row = tile + i * tv;
+                    if (!valid[r] || !(isfinite(lse[r]) && isfinite(ent[r]))) {
+                        const float fill = valid[r] ? NAN : 0.0f;
+                        for (int64_t j = 0; j < tv; ++j) row[j] = fill;
+                        continue;
+                    }
+                    const int64_t y = read_label(labels, label_dtype, r);
+                    const int64_t yl = (y >= v0 && y < v0 + tv) ? y - v0 : -1;
+                    // dL/dlogits of this segment, in place over the tile (the token-stats backward row).
+                    Isa::template grad<Tag, Tag>(row, tv, tv, inv_t, lse[r], ent[r], glp[r], gh[r], yl, row);
+                }
+            });
+            if (gh_out != nullptr)  // dh_b (+)= G W_v
+                sgemm(kRowMajor, kNoTrans, kNoTrans, (int)tr, (int)dim, (int)tv, 1.0f, tile, (int)tv, w + v0 * ws,
+                      (int)ws, v0 == 0 ? 0.0f : 1.0f, gh_out + r0 * ghs, (int)ghs);
+            if (gw_out != nullptr)  // dW_v (+)= Gᵀ h_b
+                sgemm(kRowMajor, kTrans, kNoTrans, (int)tv, (int)dim, (int)tr, 1.0f, tile, (int)tv, h + r0 * hs,
+                      (int)hs, (r0 == 0 && !accumulate) ? 0.0f : 1.0f, gw_out + v0 * gws, (int)gws);
+        }
+    }
+    return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;
+}
+
+}  // namespace fl
+}  // namespace arbor
+
+extern "C" int64_t arbor_fused_linear_workspace_bytes(int64_t rows, int64_t vocab_limit, int64_t row_chunk,
+                                                      int64_t vocab_chunk, int dtype) {
+    return arbor_fl::layout(rows, vocab_limit, row_chunk, vocab_chunk, dtype == ARBOR_BF16).total;
+}
+
+extern "C" int arbor_cpu_fused_linear_stats(const void* hidden, int64_t rows, int64_t dim, int64_t hidden_stride,
+                                            const void* weight, int64_t vocab, int64_t weight_stride,
+                                            int64_t vocab_limit, int dtype, const void* labels, int label_dtype,
+                                            float temperature, const uint8_t* row_mask, float* logprob,
+                                            float* entropy, float* lse, int64_t row_chunk, int64_t vocab_chunk,
+                                            void* workspace, int64_t workspace_bytes, arbor_sgemm_fn sgemm,
+                                            int num_threads) {
+    using namespace arbor;
+    try {
+        if (fl::bad_linear(hidden, rows, dim, hidden_stride, weight, vocab, weight_stride, vocab_limit, temperature))
+            return ARBOR_ERR_ARG;
+        if (dtype != ARBOR_F32) return ARBOR_ERR_UNSUPPORTED;
+        if (sgemm == nullptr) return ARBOR_ERR_ARG;
+        if (logprob != nullptr && bad_labels(labels, label_dtype, rows)) return ARBOR_ERR_ARG;
+        fl::Scratch sc;
+        if (!sc.init(workspace, workspace_bytes, rows, vocab_limit, row_chunk, vocab_chunk)) return ARBOR_ERR_ARG;
+        if (rows == 0) return ARBOR_OK;
+        return ARBOR_DISPATCH(fl::stats, F32Tag)((const float*)hidden, rows, dim, hidden_stride, (const float*)weight,
+                                                weight_stride, vocab_limit, labels, label_dtype, temperature, row_mask,
+                                                logprob, entropy, lse, sc, sgemm, num_threads);
+    } catch (...) {
+        return ARBOR_ERR_ARG;
+    }
+}
+
+extern "C" int arbor_cpu_fused_linear_policy_loss(
+    const arbor_policy_loss_config* cfg, const void* hidden, int64_t rows, int64_t dim, int64_t hidden_stride,
+    const void* weight, int64_t vocab, int64_t weight_stride, int64_t vocab_limit, int dtype, const void* labels,
+    int label_dtype, const float* old_logprob, const float* advantages, const float* mask, const float* weights,
+    const float* ref_logprob, const float* select_entropy, float* logprob_out, float* entropy_out, float* grad_hidden,
+    int64_t grad_hidden_stride, float* grad_weight, int64_t grad_weight_stride, int accumulate_grad_weight,
+    double* sums, int64_t row_chunk, int64_t vocab_chunk, void* workspace, int64_t workspace_bytes,
+    arbor_sgemm_fn sgemm, int num_threads) {
+    using namespace arbor;
+    try {
+        if (pl::bad_loss_args(cfg, rows, old_logprob, advantages, mask, weights, ref_logprob, true, select_entropy,
+                              sums))
+            return ARBOR_ERR_ARG;
+        if (fl::bad_linear(hidden, rows, dim, hidden_stride, weight, vocab, weight_stride, vocab_limit,
+                           cfg->temperature))
+            return ARBOR_ERR_ARG;
+        if (bad_labels(labels, label_dtype, rows)) return ARBOR_ERR_ARG;
+        if (fl::bad_out_matrix(grad_hidden, rows, dim, grad_hidden_stride) ||
+            fl::bad_out_matrix(grad_weight, vocab, dim, grad_weight_stride))
+            return ARBOR_ERR_ARG;
+        if (dtype != ARBOR_F32) return ARBOR_ERR_UNSUPPORTED;
+        if (sgemm == nullptr) return ARBOR_ERR_ARG;
+        fl::Scratch sc;
+        if (!sc.init(workspace, workspace_bytes, rows, vocab_limit, row_chunk, vocab_chunk)) return ARBOR_ERR_ARG;
+        return ARBOR_DISPATCH(fl::policy_loss, F32Tag)(
+            *cfg, (const float*)hidden, rows, dim, hidden_stride, (const float*)weight, vocab, weight_stride,
+            vocab_limit, labels, label_dtype, old_logprob, advantages, mask, weights, ref_logprob, select_entropy,
+            logprob_out, entropy_out, grad_hidden, grad_hidden_stride, grad_weight, grad_weight_stride,
+            accumulate_grad_weight != 0, sums, sc, sgemm, num_threads);
+    } catch (...) {
+        return ARBOR_ERR_ARG;
+    }
+}

@@ -2,7 +2,7 @@ package ai.arbor.kernels;
 
 import ai.arbor.bindings.ArborCpu;
 import ai.arbor.bindings.ArborCuda;
-import List;
+import java.util.List;
 
 /**
  * Process-wide kernel settings and the return-code check shared by all kernel entry points.

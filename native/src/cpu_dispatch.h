@@ -1,6 +1,8 @@
-// Compiles the per-row building blocks (row_kernels.inc) twice: once portable (arbor::scalar) and
-// once for AVX2+FMA+F16C (arbor::avx2, under a GCC target pragma, never a global -march), and
-// chooses between them once at load time from CPUID. Kernels are templates over the ISA struct.
+// Compiles the per-row building blocks (row_kernels.inc) three times: portable (arbor::scalar), for
+// AVX2+FMA+F16C (arbor::avx2) and for AVX-512 F/BW/DQ/VL (arbor::avx512), the last two under GCC
+// target pragmas (never a global -march), and chooses one at load time from CPUID (ARBOR_CPU_ISA or
+// arbor_cpu_force_isa can lower the choice, for tests and benchmarks). Kernels are templates over the
+// ISA struct.
 //
 // No -ffast-math anywhere: the kernels rely on IEEE -inf and NaN semantics.
 #ifndef ARBOR_CPU_DISPATCH_H
@@ -10,6 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "exp_poly.h"
 #include "half.h"
 
 namespace arbor {
@@ -50,6 +53,9 @@ namespace scalar {
 #include "sampling_rows.inc"
 }  // namespace scalar
 
+// AVX-512 F/BW/DQ/VL (Skylake-SP and later, Zen 4 and later), with the AVX2 set it implies.
+#define ARBOR_AVX512_TARGET "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"
+
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
@@ -62,14 +68,41 @@ namespace avx2 {
 }  // namespace avx2
 #pragma GCC pop_options
 
+// The sampler's Gumbel race stays eight lanes wide (sampling_rows.inc's SampleVec<8>, the bitwise
+// contract with the CUDA kernel); only the per-row statistics get an AVX-512 build.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")  // = ARBOR_AVX512_TARGET
+namespace avx512 {
+#include "vec_avx512.inc"
+#include "row_kernels.inc"
+
+#include "policy_loss_rows.inc"
+}  // namespace avx512
+#pragma GCC pop_options
+
 // The ISA structs the kernels are instantiated with.
 struct ScalarIsa {
     template <class Tag>
     static RowStats stats(const typename Tag::T* row, int64_t n, float inv_t) { return scalar::row_stats<Tag>(row, n, inv_t); }
     template <class Tag, class OTag>
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
-                     float g_H, int64_t label, typename OTag::T* out) {
-        scalar::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out);
+                     float g_H, int64_t label, typename OTag::T* out, bool stream) {
+        scalar::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream);
+    }
+    static float read(const float* row, int64_t n) { return scalar::row_read(row, n); }
+    static void copy(const float* src, float* dst, int64_t n) { scalar::row_copy(src, dst, n); }
+    static void exp(const float* x, int64_t n, float* out) {
+        int64_t j = 0;
+        for (; j + scalar::W <= n; j += scalar::W) scalar::vstore(out + j, scalar::vexp(scalar::vload(x + j, F32Tag{})), F32Tag{});
+        for (; j < n; ++j) out[j] = scalar::vexp(scalar::V{x[j]}).v;
+    }
+    static void exp_lo(const float* x, int64_t n, float* out, float* dc) {
+        for (int64_t j = 0; j < n; j += scalar::W) {
+            const int64_t len = n - j < scalar::W ? n - j : scalar::W;
+            scalar::V c, e = scalar::vexp_lo(scalar::load_tail<F32Tag>(x + j, len), &c);
+            scalar::store_tail<F32Tag>(out + j, e, len);
+            scalar::store_tail<F32Tag>(dc + j, c, len);
+        }
     }
 };
 struct Avx2Isa {
@@ -79,17 +112,78 @@ struct Avx2Isa {
     template <class Tag, class OTag>
     __attribute__((target("avx2,fma,f16c")))
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
-                     float g_H, int64_t label, typename OTag::T* out) {
-        avx2::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out);
+                     float g_H, int64_t label, typename OTag::T* out, bool stream) {
+        avx2::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream);
+    }
+    __attribute__((target("avx2,fma,f16c")))
+    static float read(const float* row, int64_t n) { return avx2::row_read(row, n); }
+    __attribute__((target("avx2,fma,f16c")))
+    static void copy(const float* src, float* dst, int64_t n) { avx2::row_copy(src, dst, n); }
+    __attribute__((target("avx2,fma,f16c")))
+    static void exp(const float* x, int64_t n, float* out) {
+        int64_t j = 0;
+        for (; j + avx2::W <= n; j += avx2::W) avx2::vstore(out + j, avx2::vexp(avx2::vload(x + j, F32Tag{})), F32Tag{});
+        for (; j < n; ++j) out[j] = scalar::vexp(scalar::V{x[j]}).v;
+    }
+    __attribute__((target("avx2,fma,f16c")))
+    static void exp_lo(const float* x, int64_t n, float* out, float* dc) {
+        for (int64_t j = 0; j < n; j += avx2::W) {
+            const int64_t len = n - j < avx2::W ? n - j : avx2::W;
+            avx2::V c, e = avx2::vexp_lo(avx2::load_tail<F32Tag>(x + j, len), &c);
+            avx2::store_tail<F32Tag>(out + j, e, len);
+            avx2::store_tail<F32Tag>(dc + j, c, len);
+        }
+    }
+};
+struct Avx512Isa {
+    template <class Tag>
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static RowStats stats(const typename Tag::T* row, int64_t n, float inv_t) { return avx512::row_stats<Tag>(row, n, inv_t); }
+    template <class Tag, class OTag>
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
+                     float g_H, int64_t label, typename OTag::T* out, bool stream) {
+        avx512::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream);
+    }
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static float read(const float* row, int64_t n) { return avx512::row_read(row, n); }
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static void copy(const float* src, float* dst, int64_t n) { avx512::row_copy(src, dst, n); }
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static void exp(const float* x, int64_t n, float* out) {
+        int64_t j = 0;
+        for (; j + avx512::W <= n; j += avx512::W) avx512::vstore(out + j, avx512::vexp(avx512::vload(x + j, F32Tag{})), F32Tag{});
+        for (; j < n; ++j) out[j] = scalar::vexp(scalar::V{x[j]}).v;
+    }
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static void exp_lo(const float* x, int64_t n, float* out, float* dc) {
+        for (int64_t j = 0; j < n; j += avx512::W) {
+            const int64_t len = n - j < avx512::W ? n - j : avx512::W;
+            avx512::V c, e = avx512::vexp_lo(avx512::load_tail<F32Tag>(x + j, len), &c);
+            avx512::store_tail<F32Tag>(out + j, e, len);
+            avx512::store_tail<F32Tag>(dc + j, c, len);
+        }
     }
 };
 
-// 1 when the AVX2 path is in use (decided once; arbor_cpu_force_scalar can override for tests).
-int cpu_use_avx2();
+// The ISA levels, in the order of preference (arbor_cpu_isa names them).
+enum CpuIsa { ISA_SCALAR = 0, ISA_AVX2 = 1, ISA_AVX512 = 2 };
+
+// The ISA in use: the best this CPU has, lowered by ARBOR_CPU_ISA (read once, at first use) or by
+// arbor_cpu_force_isa / arbor_cpu_force_scalar.
+int cpu_isa();
 
 // Calls KERNEL<Isa, ...>(args) with the ISA chosen at load time.
-#define ARBOR_DISPATCH(KERNEL, ...) \
-    (::arbor::cpu_use_avx2() ? KERNEL<::arbor::Avx2Isa, __VA_ARGS__> : KERNEL<::arbor::ScalarIsa, __VA_ARGS__>)
+#define ARBOR_DISPATCH(KERNEL, ...)                                                 \
+    (::arbor::cpu_isa() == ::arbor::ISA_AVX512 ? KERNEL<::arbor::Avx512Isa, __VA_ARGS__> \
+     : ::arbor::cpu_isa() == ::arbor::ISA_AVX2 ? KERNEL<::arbor::Avx2Isa, __VA_ARGS__>   \
+                                                : KERNEL<::arbor::ScalarIsa, __VA_ARGS__>)
+
+// Whether a backward writes its [rows, stride] gradient with non-temporal stores: when it is much larger
+// than the caches (it will not be read back from them), so the stores skip the read of each line.
+static inline bool stream_gradient(int64_t rows, int64_t row_stride, size_t elem_bytes) {
+    return (double)rows * (double)row_stride * (double)elem_bytes >= 16.0 * 1024 * 1024;
+}
 
 // Reads label r of an int32 / int64 label array.
 static inline int64_t read_label(const void* labels, int label_dtype, int64_t r) {

@@ -233,7 +233,7 @@ static int policy_loss(const arbor_policy_loss_config& c, const float* h, int64_
                     const int64_t y = read_label(labels, label_dtype, r);
                     const int64_t yl = (y >= v0 && y < v0 + tv) ? y - v0 : -1;
                     // dL/dlogits of this segment, in place over the tile (the token-stats backward row).
-                    Isa::template grad<Tag, Tag>(row, tv, tv, inv_t, lse[r], ent[r], glp[r], gh[r], yl, row);
+                    Isa::template grad<Tag, Tag>(row, tv, tv, inv_t, lse[r], ent[r], glp[r], gh[r], yl, row, false);  // the tile stays in cache: no streaming stores
                 }
             });
             if (gh_out != nullptr)  // dh_b (+)= G W_v

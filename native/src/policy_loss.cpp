@@ -167,6 +167,7 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
                        float* entropy_out, float* grad_logprob_out, float* grad_entropy_out,
                        typename OTag::T* grad, int64_t grad_row_stride, float* parts, int num_threads) {
     const float inv_t = 1.0f / c.temperature;
+    const bool stream = stream_gradient(rows, grad_row_stride, sizeof(typename OTag::T));
     std::atomic<int> bad_label{0};
     parallel_for(rows, num_threads, vocab, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
@@ -208,7 +209,7 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
                 continue;
             }
             // Gradient exactly as arbor_cpu_token_stats_bwd writes it, re-reading the row from cache.
-            Isa::template grad<Tag, OTag>(row, vocab_limit, vocab, inv_t, lse, h, t.g_lp, t.g_h, y, out);
+            Isa::template grad<Tag, OTag>(row, vocab_limit, vocab, inv_t, lse, h, t.g_lp, t.g_h, y, out, stream);
         }
     });
     return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;

@@ -131,6 +131,11 @@ struct SampleAvx2Isa {
     }
 };
 
+// AVX-512 statistics; the race, bins and lists on the eight-lane AVX2 code (the same tokens on every path).
+struct SampleAvx512Isa : SampleAvx2Isa {
+    typedef Avx512Isa Stats;
+};
+
 // Largest key v with W(keys >= v) >= target (weights w, or 1 each when w is null), by MSB-first
 // radix selection over 8-bit digits; keys[0:n] and w are reordered. Same rounds and digit choice
 // (smath::radix_pick) as the CUDA kernel; exact, so the result does not depend on the order.
@@ -341,13 +346,20 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
         const arbor::smath::SampleArgs a{temperature, temperatures, top_k, top_ks, top_p, top_ps, min_p,               \
                                   min_ps,      seed,         seeds, keys,  step,  steps,  row_mask};             \
         try {                                                                                                    \
-            return arbor::cpu_use_avx2()                                                                         \
-                           ? arbor::sample_kernel<arbor::SampleAvx2Isa, arbor::TAG>(                             \
-                                     logits, rows, vocab, row_stride, vocab_limit, a, tokens, token_dtype,       \
-                                     logprob_sampled, logprob, entropy, num_threads)                             \
-                           : arbor::sample_kernel<arbor::SampleScalarIsa, arbor::TAG>(                           \
-                                     logits, rows, vocab, row_stride, vocab_limit, a, tokens, token_dtype,       \
-                                     logprob_sampled, logprob, entropy, num_threads);                            \
+            switch (arbor::cpu_isa()) {                                                                          \
+                case arbor::ISA_AVX512:                                                                          \
+                    return arbor::sample_kernel<arbor::SampleAvx512Isa, arbor::TAG>(                             \
+                            logits, rows, vocab, row_stride, vocab_limit, a, tokens, token_dtype, logprob_sampled, \
+                            logprob, entropy, num_threads);                                                      \
+                case arbor::ISA_AVX2:                                                                            \
+                    return arbor::sample_kernel<arbor::SampleAvx2Isa, arbor::TAG>(                               \
+                            logits, rows, vocab, row_stride, vocab_limit, a, tokens, token_dtype, logprob_sampled, \
+                            logprob, entropy, num_threads);                                                      \
+                default:                                                                                         \
+                    return arbor::sample_kernel<arbor::SampleScalarIsa, arbor::TAG>(                             \
+                            logits, rows, vocab, row_stride, vocab_limit, a, tokens, token_dtype, logprob_sampled, \
+                            logprob, entropy, num_threads);                                                      \
+            }                                                                                                    \
         } catch (...) {                                                                                          \
             return ARBOR_ERR_ARG;                                                                                \
         }                                                                                                        \
@@ -386,14 +398,14 @@ static void sample_noise(uint64_t seed, uint64_t key, uint64_t step, int64_t col
 }
 
 extern "C" void arbor_cpu_sample_noise(uint64_t seed, uint64_t key, uint64_t step, int64_t columns, float* gumbel) {
-    if (arbor::cpu_use_avx2())
+    if (arbor::cpu_isa() >= arbor::ISA_AVX2)
         sample_noise<arbor::SampleAvx2Isa>(seed, key, step, columns, gumbel);
     else
         sample_noise<arbor::SampleScalarIsa>(seed, key, step, columns, gumbel);
 }
 
 extern "C" void arbor_cpu_sample_exp(const float* d, int64_t n, float* out) {
-    if (arbor::cpu_use_avx2())
+    if (arbor::cpu_isa() >= arbor::ISA_AVX2)
         arbor::SampleAvx2Isa::exp_rel(d, n, 0.0f, out);
     else
         arbor::SampleScalarIsa::exp_rel(d, n, 0.0f, out);

@@ -53,6 +53,7 @@ static int token_stats_bwd_typed(const typename Tag::T* logits, int64_t rows, in
                                  int64_t grad_row_stride, int num_threads) {
     const float inv_t = 1.0f / temperature;
     const bool recompute = lse == nullptr || entropy == nullptr;
+    const bool stream = stream_gradient(rows, grad_row_stride, sizeof(typename OTag::T));
     std::atomic<int> bad_label{0};
     parallel_for(rows, num_threads, vocab, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
@@ -86,7 +87,7 @@ static int token_stats_bwd_typed(const typename Tag::T* logits, int64_t rows, in
                 for (int64_t j = 0; j < vocab; ++j) out[j] = OTag::from_f32(NAN);
                 continue;
             }
-            Isa::template grad<Tag, OTag>(row, vocab_limit, vocab, inv_t, row_lse, row_h, g_lp, g_h, y, out);
+            Isa::template grad<Tag, OTag>(row, vocab_limit, vocab, inv_t, row_lse, row_h, g_lp, g_h, y, out, stream);
         }
     });
     return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;

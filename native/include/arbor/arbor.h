@@ -48,11 +48,33 @@ extern "C" {
 #define ARBOR_I64 4
 #define ARBOR_U8 5
 
-/* Which SIMD path the CPU kernels dispatched to at load time: "avx2-fma" or "scalar". */
+/* Which SIMD path the CPU kernels use now: "avx512", "avx2-fma" or "scalar". Chosen at load time from
+ * CPUID (the best the CPU has); the environment variable ARBOR_CPU_ISA (one of those names, or "avx2"),
+ * read once at first use, caps the choice. */
 const char* arbor_cpu_isa(void);
+
+/* The best path this CPU has (after ARBOR_CPU_ISA), whatever is forced now. */
+const char* arbor_cpu_best_isa(void);
 
 /* Forces the portable path (1) or restores runtime dispatch (0); for tests and benchmarks. */
 void arbor_cpu_force_scalar(int force);
+
+/* Forces the path named ("avx512", "avx2-fma" / "avx2", "scalar"), or restores runtime dispatch (NULL).
+ * ARBOR_ERR_UNSUPPORTED for an unknown name or a path above arbor_cpu_best_isa(). Process-wide; for
+ * tests and benchmarks (not to be changed while kernels run on other threads). */
+int arbor_cpu_force_isa(const char* name);
+
+/* The memory floor the CPU kernels are measured against: per row r of a contiguous fp32 [rows, cols]
+ * matrix, sums[r] = the sum of src[r, :] (a vector-load read, STREAM "read"), and dst = src (vector
+ * loads and non-temporal stores, STREAM "copy"), rows split over num_threads as the kernels split them. */
+int arbor_cpu_stream_read(const float* src, int64_t rows, int64_t cols, float* sums, int num_threads);
+int arbor_cpu_stream_copy(const float* src, float* dst, int64_t rows, int64_t cols, int num_threads);
+
+/* The kernels' vector exp on the current path, for its tests: dc NULL: out[i] = e^x[i] over the whole
+ * float range (denormal results, +inf on overflow, 0 for -inf, NaN for NaN). dc not NULL: the kernels'
+ * form, out[i] = e^x[i] for x[i] >= ln FLT_MIN (-87.3365...), exactly 0 below and for -inf, NaN for
+ * NaN, dc[i] = max(x[i], ln FLT_MIN) (NaN for NaN); only x <= 0 is defined here. */
+int arbor_cpu_exp(const float* x, int64_t n, float* out, float* dc);
 
 /* ------------------------------------------------------------------------------------------------
  * Token statistics (docs/algorithms.md §1).

@@ -1,5 +1,6 @@
 package ai.arbor.bench;
 
+import ai.arbor.bindings.ArborCpu;
 import ai.arbor.kernels.Kernels;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.IntStream;
@@ -21,11 +22,14 @@ import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
 
 /**
- * This machine's memory bandwidth, the limit the CPU kernels are reported against: a memcpy of one
- * fp32 [rows, vocab] matrix split over {@link Kernels#threads()} threads (read + write = 8·rows·vocab
- * bytes), and a read-only pass (libtorch's vectorized sum, 4·rows·vocab bytes). Run it in the same JMH
- * invocation as the kernel benchmarks so the fractions are measured side by side, e.g.
- * {@code bench/run.sh 'TokenStatsBench|MemoryBandwidthBench' -p vocab=32000}.
+ * This machine's memory bandwidth, the limit the CPU kernels are reported against, over one fp32
+ * [rows, vocab] matrix split over {@link Kernels#threads()} threads as the kernels split it:
+ * {@code read} and {@code copy} are the native STREAM-like loops (arbor_cpu_stream_read / _copy:
+ * vector loads; non-temporal stores for the copy; 4·rows·vocab and 8·rows·vocab bytes), the floor.
+ * {@code readLibtorchSum} (libtorch's vectorized sum) and {@code copyMemcpy} (memcpy per thread
+ * block) are kept for comparison. Run it in the same JMH invocation as the kernel benchmarks so the
+ * fractions are measured side by side, e.g. {@code bench/run.sh 'TokenStatsBench|MemoryBandwidthBench'
+ * -p vocab=32000}; {@code KernelFloorBench} puts the floors and every row kernel in one class.
  */
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
@@ -38,6 +42,7 @@ public class MemoryBandwidthBench {
     public int vocab;
 
     BytePointer src, dst;
+    FloatPointer sums;
     Tensor matrix;
 
     @Setup(Level.Trial)
@@ -47,6 +52,7 @@ public class MemoryBandwidthBench {
         dst = new BytePointer(bytes);
         Pointer.memset(src, 1, bytes);
         Pointer.memset(dst, 0, bytes);
+        sums = new FloatPointer(rows);
         matrix = torch.from_blob(new FloatPointer(src), new long[] {rows, vocab}, new TensorOptions(torch.ScalarType.Float));
         torch.set_num_threads(Kernels.threads());
     }
@@ -55,11 +61,28 @@ public class MemoryBandwidthBench {
     public void tearDown() {
         src.close();
         dst.close();
+        sums.close();
     }
 
-    /** Read + write of 8·rows·vocab bytes. */
+    /** Read of 4·rows·vocab bytes: the native floor. */
     @Benchmark
-    public byte copy() {
+    public FloatPointer read() {
+        Kernels.check(ArborCpu.arbor_cpu_stream_read(src.address(), rows, vocab, sums.address(), Kernels.threads()),
+                "read");
+        return sums;
+    }
+
+    /** Read + write of 8·rows·vocab bytes with non-temporal stores: the native floor. */
+    @Benchmark
+    public BytePointer copy() {
+        Kernels.check(ArborCpu.arbor_cpu_stream_copy(src.address(), dst.address(), rows, vocab, Kernels.threads()),
+                "copy");
+        return dst;
+    }
+
+    /** Read + write of 8·rows·vocab bytes (memcpy per thread block). */
+    @Benchmark
+    public byte copyMemcpy() {
         long bytes = 4L * rows * vocab;
         int t = Kernels.threads();
         long part = (bytes + t - 1) / t;
@@ -70,9 +93,9 @@ public class MemoryBandwidthBench {
         return dst.get(0);
     }
 
-    /** Read of 4·rows·vocab bytes. */
+    /** Read of 4·rows·vocab bytes (libtorch's sum). */
     @Benchmark
-    public float read() {
+    public float readLibtorchSum() {
         return matrix.sum().item_float();
     }
 }

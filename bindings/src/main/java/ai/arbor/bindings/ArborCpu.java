@@ -30,6 +30,20 @@ public final class ArborCpu {
 
     public static native void arbor_cpu_force_scalar(int force);
 
+    public static native @Cast("const char*") org.bytedeco.javacpp.BytePointer arbor_cpu_best_isa();
+
+    public static native int arbor_cpu_force_isa(@Cast("const char*") String name);
+
+    // ---- the memory floor and the kernels' exp ---------------------------------------------------
+
+    public static native int arbor_cpu_stream_read(@Cast("const float*") long src, long rows, long cols,
+            @Cast("float*") long sums, int numThreads);
+
+    public static native int arbor_cpu_stream_copy(@Cast("const float*") long src, @Cast("float*") long dst, long rows,
+            long cols, int numThreads);
+
+    public static native int arbor_cpu_exp(@Cast("const float*") float[] x, long n, float[] out, float[] dc);
+
     // ---- token stats forward -------------------------------------------------------------------
 
     public static native int arbor_cpu_token_stats_fwd_f32(@Cast("const float*") long logits, long rows, long vocab,

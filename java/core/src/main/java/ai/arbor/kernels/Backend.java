@@ -32,7 +32,10 @@ public enum Backend {
         return device.isCuda() ? CUDA : CPU;
     }
 
-    /** The CPU SIMD path chosen at load time: {@code "avx2-fma"} or {@code "scalar"}. */
+    /**
+     * The CPU SIMD path in use: {@code "avx512"}, {@code "avx2-fma"} or {@code "scalar"} (the best this
+     * CPU has unless {@code ARBOR_CPU_ISA} or {@link Kernels#forceCpuIsa} chose a lower one).
+     */
     public static String cpuIsa() {
         return ArborCpu.arbor_cpu_isa().getString();
     }

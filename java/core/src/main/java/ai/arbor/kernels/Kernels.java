@@ -2,6 +2,7 @@ package ai.arbor.kernels;
 
 import ai.arbor.bindings.ArborCpu;
 import ai.arbor.bindings.ArborCuda;
+import java.util.List;
 
 /**
  * Process-wide kernel settings and the return-code check shared by all kernel entry points.
@@ -30,7 +31,28 @@ public final class Kernels {
      * runtime dispatch.
      */
     public static void forceScalarCpu(boolean force) {
-        ArborCpu.arbor_cpu_force_scalar(force ? 1 : 0);
+        ArborCpu.arbor_cpu_force_scalar(force ? 1 : 0);  // false: no path forced (as forceCpuIsa(null))
+    }
+
+    /**
+     * Forces the CPU SIMD path {@code isa} ({@code "avx512"}, {@code "avx2-fma"}, {@code "scalar"}; see
+     * {@link #cpuIsas()}) for tests and benchmarks, or restores runtime dispatch ({@code null}).
+     * Process-wide: not to be changed while kernels run on other threads. The environment variable
+     * {@code ARBOR_CPU_ISA} caps the path for the whole process instead.
+     *
+     * @throws IllegalArgumentException for an unknown name or a path this CPU lacks
+     */
+    public static void forceCpuIsa(String isa) {
+        if (isa != null && !cpuIsas().contains(isa))
+            throw new IllegalArgumentException("CPU ISA must be one of " + cpuIsas() + " on this machine, got " + isa);
+        check(ArborCpu.arbor_cpu_force_isa(isa), "forceCpuIsa");
+    }
+
+    /** The CPU SIMD paths available here, best first (always ending in {@code "scalar"}). */
+    public static List<String> cpuIsas() {
+        String best = ArborCpu.arbor_cpu_best_isa().getString();
+        List<String> all = List.of("avx512", "avx2-fma", "scalar");
+        return all.subList(all.indexOf(best), all.size());
     }
 
     /** Throws for a non-OK ABI return code; {@code what} names the call. */

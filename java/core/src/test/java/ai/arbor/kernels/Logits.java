@@ -9,6 +9,13 @@ import java.util.Random;
 final class Logits {
     private Logits() {}
 
+    /** Every dtype paired with every CPU SIMD path of this machine ({@link Kernels#cpuIsas()}), for
+     * {@code @MethodSource("ai.arbor.kernels.Logits#dtypesTimesCpuIsas")}. */
+    static java.util.stream.Stream<org.junit.jupiter.params.provider.Arguments> dtypesTimesCpuIsas() {
+        return java.util.Arrays.stream(new DType[] {DType.F32, DType.BF16, DType.F16}).flatMap(d ->
+                Kernels.cpuIsas().stream().map(isa -> org.junit.jupiter.params.provider.Arguments.of(d, isa)));
+    }
+
     /** Seed from -Darbor.seed or the clock; printed by the caller. */
     static long seed() {
         return ai.arbor.testing.Seeds.seed();

@@ -99,14 +99,14 @@ class NativeBoundaryFuzzTest {
         try {
             for (long i = 0; h.total() < CALLS; i++) {  // CALLS calls that ran (a case that does not apply is redrawn)
                 Random r = h.caseRandom(i);
-                if (i % 1000 == 999) Kernels.forceScalarCpu(r.nextBoolean());  // both ISA paths
+                if (i % 1000 == 999) Kernels.forceCpuIsa(Kernels.cpuIsas().get(r.nextInt(Kernels.cpuIsas().size())));  // every ISA path
                 String name = names.get(r.nextInt(names.size()));
                 long c0 = System.nanoTime();
                 entries.get(name).run(r);
                 nanos.merge(name, System.nanoTime() - c0, Long::sum);
             }
         } finally {
-            Kernels.forceScalarCpu(false);
+            Kernels.forceCpuIsa(null);
         }
         long ms = (System.nanoTime() - t0) / 1_000_000;
         h.print("NativeBoundaryFuzzTest", ms);

@@ -35,7 +35,7 @@ class PolicyLossTest {
 
     @AfterEach
     void restore() {
-        Kernels.forceScalarCpu(false);
+        Kernels.forceCpuIsa(null);
         Kernels.setThreads(Runtime.getRuntime().availableProcessors());
     }
 
@@ -256,11 +256,12 @@ class PolicyLossTest {
         System.out.printf("  worst error / tolerance = %.3f%n", worst);
     }
 
-    @Test
-    void scalarIsaMatchesTheReferenceToo() {
-        Kernels.forceScalarCpu(true);
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("ai.arbor.kernels.Kernels#cpuIsas")
+    void everyCpuIsaMatchesTheReferenceToo(String isa) {
+        Kernels.forceCpuIsa(isa);
         long seed = Logits.seed();
-        System.out.println("scalarIsaMatchesTheReferenceToo seed=" + seed);
+        System.out.println("everyCpuIsaMatchesTheReferenceToo " + isa + " seed=" + seed);
         Random rnd = new Random(seed);
         for (ClipMode clip : ClipMode.values()) {
             PolicyLossConfig cfg = config(rnd, clip, KlType.K3, LossAgg.SEQ_MEAN_TOKEN_MEAN);
@@ -268,7 +269,7 @@ class PolicyLossTest {
             float[] g = new float[k.rows * k.vocab];
             PolicyLossResult res = PolicyLoss.forwardBackward(cfg, k.logits, k.rows, k.vocab, k.labels, k.old, k.adv,
                     k.mask, k.ref, k.seqIds, g);
-            assertMatches(cfg, k, reference(cfg, k, null, Double.NEGATIVE_INFINITY), res, g, "scalar " + clip);
+            assertMatches(cfg, k, reference(cfg, k, null, Double.NEGATIVE_INFINITY), res, g, isa + " " + clip);
         }
     }
 

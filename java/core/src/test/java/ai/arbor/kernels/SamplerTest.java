@@ -16,6 +16,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * The sampling kernel against the exact sampling distribution (the double reference
@@ -36,7 +37,7 @@ class SamplerTest {
 
     @AfterEach
     void restore() {
-        Kernels.forceScalarCpu(false);
+        Kernels.forceCpuIsa(null);
         Kernels.setThreads(Runtime.getRuntime().availableProcessors());
     }
 
@@ -65,15 +66,17 @@ class SamplerTest {
         long[][] streams = {{0, 0, 0}, {7, 99, 3}, {-1, Long.MIN_VALUE, Sampler.MAX_STEP}, {123456789, 42, 1 << 20}};
         int n = 1000;
         for (long[] s : streams) {
-            float[] avx = new float[n], scalar = new float[n];
-            ArborCpu.arbor_cpu_sample_noise(s[0], s[1], s[2], n, avx);
-            Kernels.forceScalarCpu(true);
-            ArborCpu.arbor_cpu_sample_noise(s[0], s[1], s[2], n, scalar);
-            Kernels.forceScalarCpu(false);
+            float[][] paths = new float[Kernels.cpuIsas().size()][n];
+            for (int k = 0; k < paths.length; k++) {
+                Kernels.forceCpuIsa(Kernels.cpuIsas().get(k));
+                ArborCpu.arbor_cpu_sample_noise(s[0], s[1], s[2], n, paths[k]);
+            }
+            Kernels.forceCpuIsa(null);
             for (int j = 0; j < n; j++) {
                 float g = Sampler.gumbel(s[0], s[1], s[2], j);
-                assertEquals(Float.floatToRawIntBits(g), Float.floatToRawIntBits(avx[j]), "dispatched path, column " + j);
-                assertEquals(Float.floatToRawIntBits(g), Float.floatToRawIntBits(scalar[j]), "scalar path, column " + j);
+                for (int k = 0; k < paths.length; k++)
+                    assertEquals(Float.floatToRawIntBits(g), Float.floatToRawIntBits(paths[k][j]),
+                            Kernels.cpuIsas().get(k) + " path, column " + j);
                 double u = Sampler.uniform(s[0], s[1], s[2], j);
                 assertTrue(u > 0 && u < 1, "u in (0, 1): " + u);
                 assertEquals(-Math.log(-Math.log(u)), g, 2e-6 * (1 + Math.abs(g)), "G = -log(-log u), column " + j);
@@ -113,15 +116,18 @@ class SamplerTest {
         for (int i = 0; i < n; i++) d[i] = i < 8 ? new float[] {0f, -0f, -1e-30f, -87.3f, -87.34f, -88f, -200f,
                 Float.NEGATIVE_INFINITY}[i] : (float) (-rnd.nextDouble() * 100);
         float[] a = new float[n], b = new float[n];
-        ArborCpu.arbor_cpu_sample_exp(d, n, a);
-        Kernels.forceScalarCpu(true);
-        ArborCpu.arbor_cpu_sample_exp(d, n, b);
-        Kernels.forceScalarCpu(false);
-        for (int i = 0; i < n; i++) {
-            assertEquals(Float.floatToRawIntBits(b[i]), Float.floatToRawIntBits(a[i]), "exp(" + d[i] + ")");
-            double e = Math.exp(d[i]);
-            if (d[i] < -87.3365447505531) assertEquals(0f, a[i], "underflow is exactly 0 at " + d[i]);
-            else assertEquals(e, a[i], 2.5e-7 * e, "exp(" + d[i] + ")");
+        for (String isa : Kernels.cpuIsas()) {
+            Kernels.forceCpuIsa(isa);
+            ArborCpu.arbor_cpu_sample_exp(d, n, a);
+            Kernels.forceCpuIsa("scalar");
+            ArborCpu.arbor_cpu_sample_exp(d, n, b);
+            Kernels.forceCpuIsa(null);
+            for (int i = 0; i < n; i++) {
+                assertEquals(Float.floatToRawIntBits(b[i]), Float.floatToRawIntBits(a[i]), isa + " exp(" + d[i] + ")");
+                double e = Math.exp(d[i]);
+                if (d[i] < -87.3365447505531) assertEquals(0f, a[i], "underflow is exactly 0 at " + d[i]);
+                else assertEquals(e, a[i], 2.5e-7 * e, "exp(" + d[i] + ")");
+            }
         }
         assertEquals(1f, a[0]);
     }
@@ -337,9 +343,9 @@ class SamplerTest {
     // ---------------------------------------------------------------------------------------------
 
     @ParameterizedTest(name = "{0} {1}")
-    @CsvSource({"F32, avx2", "BF16, avx2", "F16, avx2", "F32, scalar", "BF16, scalar"})
+    @MethodSource("ai.arbor.kernels.Logits#dtypesTimesCpuIsas")
     void logprobAndEntropyAreBitwiseTheTokenStatsValues(DType dtype, String isa) {
-        Kernels.forceScalarCpu(isa.equals("scalar"));
+        Kernels.forceCpuIsa(isa);
         long seed = Logits.seed();
         System.out.println("logprobAndEntropyAreBitwiseTheTokenStatsValues " + dtype + " " + isa + " seed=" + seed);
         Random rnd = new Random(seed);
@@ -402,10 +408,12 @@ class SamplerTest {
         assertArrayEquals(base, Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null).tokens(), "1 vs 2 threads");
         Kernels.setThreads(5);
         assertArrayEquals(base, Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null).tokens(), "1 vs 5 threads");
-        Kernels.forceScalarCpu(true);
-        assertArrayEquals(base, Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null).tokens(),
-                "AVX2 vs portable path");
-        Kernels.forceScalarCpu(false);
+        for (String isa : Kernels.cpuIsas()) {
+            Kernels.forceCpuIsa(isa);
+            assertArrayEquals(base, Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null).tokens(),
+                    isa + " vs the dispatched path");
+        }
+        Kernels.forceCpuIsa(null);
 
         // reversed row order (each row keeps its logits, parameters, key and step)
         int[] perm = new int[rows];

@@ -11,6 +11,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * CPU token statistics against the scalar double-precision reference (native/src/reference.cpp).
@@ -25,14 +26,14 @@ class TokenStatsTest {
 
     @AfterEach
     void restore() {
-        Kernels.forceScalarCpu(false);
+        Kernels.forceCpuIsa(null);
         Kernels.setThreads(Runtime.getRuntime().availableProcessors());
     }
 
     @ParameterizedTest(name = "{0} {1}")
-    @CsvSource({"F32, avx2", "BF16, avx2", "F16, avx2", "F32, scalar", "BF16, scalar", "F16, scalar"})
+    @MethodSource("ai.arbor.kernels.Logits#dtypesTimesCpuIsas")
     void matchesDoubleReferenceOverRandomShapes(DType dtype, String isa) {
-        Kernels.forceScalarCpu(isa.equals("scalar"));
+        Kernels.forceCpuIsa(isa);
         long seed = Logits.seed();
         System.out.println("TokenStatsTest " + dtype + " " + Backend.cpuIsa() + " seed=" + seed);
         Random rnd = new Random(seed);

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Before/after CPU cost of the CPU row kernels, robust on a loaded machine:
+#   bench/kernel-cpu-time.sh [REV] [N]
+# builds bench/native/kernel_cpu_time.cpp against this tree's native/ (every CPU path it has) and, when
+# REV is given, against REV's native/ (its dispatched path), and prints thread-CPU-time minima (ms) of
+# N runs (default 9) on one thread. Wall-clock figures (JMH, KernelFloorBench) remain the reference.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+rev="${1:-}" n="${2:-9}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+g++ -O2 -std=c++17 -DNEW -I"$root/native/include" -I"$root/native/src" "$root/bench/native/kernel_cpu_time.cpp" \
+    -o "$tmp/new" -lpthread
+if [ -n "$rev" ]; then
+  mkdir -p "$tmp/old"
+  git -C "$root" archive "$rev" native | tar -x -C "$tmp/old"
+  g++ -O2 -std=c++17 -I"$tmp/old/native/include" -I"$tmp/old/native/src" "$root/bench/native/kernel_cpu_time.cpp" \
+      -o "$tmp/oldbin" -lpthread
+  echo "== $rev (read/copy columns not available there)"
+  "$tmp/oldbin" best "$n"
+fi
+for isa in avx512 avx2 scalar; do
+  echo "== this tree, $isa"
+  "$tmp/new" "$isa" "$n" || true
+done

@@ -1,0 +1,41 @@
+// Single-threaded CPU time (thread CPU clock, min of N) of the token-statistics kernels and the
+// memory-floor loops, 64 rows x {32000, 151936}, fp32 and bf16 — robust against other processes
+// taking the cores, which wall-clock JMH figures on a shared machine are not. Compiled by
+// bench/kernel-cpu-time.sh against the working tree (-DNEW: has the floor loops and arbor_cpu_force_isa)
+// and against an older revision's native/ for a before/after comparison.
+#include "arbor_cpu.cpp"
+#include <stdio.h>
+#include <vector>
+#include <random>
+#include <chrono>
+#include <algorithm>
+#include <time.h>
+static double tnow(){ timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID,&t); return t.tv_sec*1e3+t.tv_nsec*1e-6; }
+// single-threaded: thread CPU time (ms), robust against other processes taking the cores
+template<class F> double best(F f, int n){ double b=1e30; for(int i=0;i<n;i++){double t0=tnow(); f(); double t1=tnow(); b=std::min(b,t1-t0);} return b;}
+int main(int argc,char**argv){
+  const char* isa = argc>1?argv[1]:"best"; int N = argc>2?atoi(argv[2]):15;
+#ifdef NEW
+  if (strcmp(isa,"best")) arbor_cpu_force_isa(isa);
+#endif
+  int64_t rows=64;
+  for (int64_t V : {32000L, 151936L}) for (int bf=0; bf<2; bf++) {
+    size_t n=rows*V; std::vector<float> x(n), g(n); std::vector<uint16_t> xb(n), gb(n);
+    std::mt19937 r(1); std::normal_distribution<float> nd(0,3);
+    for(size_t i=0;i<n;i++){x[i]=nd(r); xb[i]=arbor_f32_to_bf16(x[i]);}
+    std::vector<int> lab(rows); for(auto&v:lab) v=r()%V;
+    std::vector<float> lp(rows),h(rows),l(rows),glp(rows,-1.f),gh(rows,0.01f),sums(rows);
+    double fr=0, fc=0;
+#ifdef NEW
+    int64_t cols = bf? V/2 : V;
+    fr = best([&]{arbor_cpu_stream_read(x.data(),rows,cols,sums.data(),1);},N);
+    fc = best([&]{arbor_cpu_stream_copy(x.data(),g.data(),rows,cols,1);},N);
+#endif
+    double f = best([&]{ if(bf) arbor_cpu_token_stats_fwd_bf16(xb.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,lp.data(),h.data(),l.data(),1);
+                         else arbor_cpu_token_stats_fwd_f32(x.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,lp.data(),h.data(),l.data(),1);},N);
+    double b = best([&]{ if(bf) arbor_cpu_token_stats_bwd_bf16(xb.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,l.data(),h.data(),glp.data(),gh.data(),gb.data(),ARBOR_BF16,V,1);
+                         else arbor_cpu_token_stats_bwd_f32(x.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,l.data(),h.data(),glp.data(),gh.data(),g.data(),ARBOR_F32,V,1);},N);
+    printf("%-8s V=%-6ld %s read %6.2f copy %6.2f | fwd %6.2f bwd %6.2f\n", arbor_cpu_isa(), (long)V, bf?"bf16":"f32 ", fr, fc, f, b);
+    fflush(stdout);
+  }
+}

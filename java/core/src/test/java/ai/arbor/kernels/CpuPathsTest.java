@@ -1,0 +1,259 @@
+package ai.arbor.kernels;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.arbor.bindings.ArborCpu;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Random;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * The CPU SIMD paths (scalar, AVX2, AVX-512: every one this machine has, forced in turn): the kernels'
+ * vector exp against double {@code Math.exp} over the whole float range, the memory-floor loops
+ * (arbor_cpu_stream_read / _copy) against plain Java, and the non-temporal gradient stores of large
+ * backwards against the plain stores of small ones (bitwise). The row kernels themselves are checked on
+ * every path by TokenStatsTest, PolicyLossTest and SamplerTest.
+ */
+class CpuPathsTest {
+
+    static final float EXP_LO = -87.3365447505531f;
+
+    @AfterEach
+    void restore() {
+        Kernels.forceCpuIsa(null);
+        Kernels.setThreads(Runtime.getRuntime().availableProcessors());
+    }
+
+    static java.util.List<String> isas() {
+        return Kernels.cpuIsas();
+    }
+
+    @Test
+    void forcingAPathNamesItAndUnknownPathsAreRejected() {
+        for (String isa : Kernels.cpuIsas()) {
+            Kernels.forceCpuIsa(isa);
+            assertEquals(isa, Backend.cpuIsa());
+        }
+        Kernels.forceCpuIsa(null);
+        assertEquals(Kernels.cpuIsas().get(0), Backend.cpuIsa());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Kernels.forceCpuIsa("sse9"));
+        assertTrue(e.getMessage().contains("sse9"), e.getMessage());
+        assertEquals(ArborCpu.ERR_UNSUPPORTED, ArborCpu.arbor_cpu_force_isa("sse9"));
+        System.out.println("CPU paths here: " + Kernels.cpuIsas());
+    }
+
+    /** ulps of |got - ref| in the float format at ref (denormal results: units of 2^-149). */
+    static double ulps(float got, double ref) {
+        float rf = (float) ref;
+        double ulp = rf == 0 ? Math.scalb(1.0, -149) : Math.ulp(rf);
+        return Math.abs(got - ref) / ulp;
+    }
+
+    /** Every 997th float bit pattern (4.3 M values) (both signs, every exponent, denormal inputs), plus the edges. */
+    static float[] sweep() {
+        float[] edges = {Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY, Float.NaN, Float.intBitsToFloat(0x7fc00001),
+            Float.intBitsToFloat(0xffc00000), 0f, -0f, Float.MIN_VALUE, -Float.MIN_VALUE,
+            88.72283f, 88.722839f, Math.nextUp(88.722839f), 88.7229f, 89f, 100f, Float.MAX_VALUE,
+            EXP_LO, Math.nextDown(EXP_LO), Math.nextUp(EXP_LO), -100f, -103.27893f, -103.97208f, -104f, -104.5f, -150f,
+            -Float.MAX_VALUE, 0.34657359f, -0.34657359f, 1e-8f, -1e-8f};
+        int step = 997;
+        int count = (int) ((1L << 32) / step) + 1;
+        float[] x = new float[count + edges.length];
+        long b = 0;
+        for (int i = 0; i < count; i++, b += step) x[i] = Float.intBitsToFloat((int) b);
+        System.arraycopy(edges, 0, x, count, edges.length);
+        return x;
+    }
+
+    /** The full-range exp: ≤ 1.5 ulp everywhere (denormal results included), +inf beyond ln FLT_MAX, 0 for -inf, NaN for NaN. */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("isas")
+    void expMatchesDoubleOverTheWholeFloatRange(String isa) {
+        Kernels.forceCpuIsa(isa);
+        float[] x = sweep();
+        float[] out = new float[x.length];
+        Kernels.check(ArborCpu.arbor_cpu_exp(x, x.length, out, null), "exp");
+        double worst = 0, worstDenormal = 0;
+        float at = 0;
+        for (int i = 0; i < x.length; i++) {
+            double ref = Math.exp(x[i]);
+            String where = isa + " exp(" + x[i] + ") = " + out[i] + ", double " + ref;
+            if (Float.isNaN(x[i])) {
+                assertTrue(Float.isNaN(out[i]), where);
+                continue;
+            }
+            if ((float) ref == Float.POSITIVE_INFINITY) {
+                // the double result rounds to +inf in fp32: overflow
+                assertTrue(out[i] == Float.POSITIVE_INFINITY || ulps(out[i], ref) <= 1.5, where);
+                continue;
+            }
+            double e = ulps(out[i], ref);
+            assertTrue(e <= 1.5, where + ": " + e + " ulp");
+            if (ref < Float.MIN_NORMAL) worstDenormal = Math.max(worstDenormal, e);
+            else if (e > worst) {
+                worst = e;
+                at = x[i];
+            }
+        }
+        assertEquals(Float.POSITIVE_INFINITY, exp1(isa, Float.POSITIVE_INFINITY));
+        assertEquals(0, Float.floatToRawIntBits(exp1(isa, Float.NEGATIVE_INFINITY)), "exp(-inf) is exactly +0");
+        assertEquals(1f, exp1(isa, 0f));
+        assertEquals(Float.POSITIVE_INFINITY, exp1(isa, 88.7229f), "just above ln FLT_MAX");
+        assertTrue(exp1(isa, 88.72283f) < Float.POSITIVE_INFINITY, "just below ln FLT_MAX");
+        assertTrue(exp1(isa, -103.27893f) > 0f, "e^-103.27893 is the smallest denormal");
+        assertEquals(0f, exp1(isa, -104f), "e^-104 rounds to 0");
+        System.out.printf("exp %s: worst %.3f ulp at %s, denormal results %.3f ulp of 2^-149%n", isa, worst, at, worstDenormal);
+    }
+
+    static float exp1(String isa, float x) {
+        float[] out = new float[1];
+        Kernels.check(ArborCpu.arbor_cpu_exp(new float[] {x}, 1, out, null), "exp");
+        return out[0];
+    }
+
+    /**
+     * The kernels' form (x ≤ 0): e^x within 1.5 ulp for x ≥ ln FLT_MIN, exactly 0 below it and for -inf
+     * (so a -inf logit contributes nothing), NaN for NaN; dc = max(x, ln FLT_MIN), NaN for NaN.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("isas")
+    void kernelExpFlushesBelowTheNormalRangeAndKeepsNaN(String isa) {
+        Kernels.forceCpuIsa(isa);
+        float[] all = sweep();
+        int m = 0;
+        for (float v : all) if (!(v > 0)) m++;
+        float[] x = new float[m];
+        m = 0;
+        for (float v : all) if (!(v > 0)) x[m++] = v;
+        float[] out = new float[m], dc = new float[m];
+        Kernels.check(ArborCpu.arbor_cpu_exp(x, m, out, dc), "exp");
+        double worst = 0;
+        for (int i = 0; i < m; i++) {
+            String where = isa + " exp_lo(" + x[i] + ") = " + out[i] + ", dc " + dc[i];
+            if (Float.isNaN(x[i])) {
+                assertTrue(Float.isNaN(out[i]) && Float.isNaN(dc[i]), where);
+            } else if (x[i] < EXP_LO) {
+                assertEquals(0, Float.floatToRawIntBits(out[i]), where);
+                assertEquals(EXP_LO, dc[i], where);
+            } else {
+                double e = ulps(out[i], Math.exp(x[i]));
+                assertTrue(e <= 1.5, where + ": " + e + " ulp");
+                worst = Math.max(worst, e);
+                assertEquals(Float.floatToRawIntBits(x[i]), Float.floatToRawIntBits(dc[i]), where);
+            }
+        }
+        System.out.printf("kernel exp %s: worst %.3f ulp on [ln FLT_MIN, 0]%n", isa, worst);
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("isas")
+    void streamReadAndCopyAreTheSumAndTheCopy(String isa) {
+        Kernels.forceCpuIsa(isa);
+        long seed = Logits.seed();
+        System.out.println("streamReadAndCopyAreTheSumAndTheCopy " + isa + " seed=" + seed);
+        Random rnd = new Random(seed);
+        for (int[] shape : new int[][] {{1, 1}, {3, 17}, {7, 1000}, {5, 32001}}) {
+            int rows = shape[0], cols = shape[1];
+            ByteBuffer src = ByteBuffer.allocateDirect(4 * rows * cols + 64).order(ByteOrder.nativeOrder());
+            ByteBuffer dst = ByteBuffer.allocateDirect(4 * rows * cols + 64).order(ByteOrder.nativeOrder());
+            int off = 4 * rnd.nextInt(16);  // misaligned starts: the copy's head/tail split
+            float[] x = new float[rows * cols];
+            for (int i = 0; i < x.length; i++) {
+                x[i] = (float) rnd.nextGaussian();
+                src.putFloat(off + 4 * i, x[i]);
+            }
+            ByteBuffer sums = ByteBuffer.allocateDirect(4 * rows).order(ByteOrder.nativeOrder());
+            long a = MemRef.of(src).address() + off, d = MemRef.of(dst).address() + off;
+            Kernels.check(ArborCpu.arbor_cpu_stream_read(a, rows, cols, MemRef.of(sums).address(), 2), "read");
+            Kernels.check(ArborCpu.arbor_cpu_stream_copy(a, d, rows, cols, 2), "copy");
+            for (int r = 0; r < rows; r++) {
+                double s = 0, abs = 0;
+                for (int j = 0; j < cols; j++) {
+                    s += x[r * cols + j];
+                    abs += Math.abs(x[r * cols + j]);
+                }
+                assertEquals(s, sums.getFloat(4 * r), 1e-6 * abs + 1e-6, isa + " row sum " + r + " of " + rows + "x" + cols);
+            }
+            for (int i = 0; i < x.length; i++)
+                assertEquals(Float.floatToRawIntBits(x[i]), Float.floatToRawIntBits(dst.getFloat(off + 4 * i)), "copy " + i);
+        }
+        assertEquals(ArborCpu.ERR_ARG, ArborCpu.arbor_cpu_stream_read(0, 2, 5, 0, 1));
+        assertEquals(ArborCpu.ERR_ARG, ArborCpu.arbor_cpu_stream_copy(0, 0, 1, 0, 1));
+    }
+
+    /**
+     * A gradient of ≥ 16 MiB is written with non-temporal stores (after an aligning head), smaller ones
+     * with plain stores: the same values, bitwise — out of place and in place, fp32 and bf16, 1 and 2
+     * threads, with odd strides and padding so row starts take every alignment.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("isas")
+    void streamedGradientStoresEqualPlainStores(String isa) {
+        Kernels.forceCpuIsa(isa);
+        long seed = Logits.seed();
+        System.out.println("streamedGradientStoresEqualPlainStores " + isa + " seed=" + seed);
+        Random rnd = new Random(seed);
+        for (DType dt : new DType[] {DType.F32, DType.BF16}) {
+            int vocab = 151936 + 1 + rnd.nextInt(6), stride = vocab + rnd.nextInt(3), limit = vocab - rnd.nextInt(4);
+            int rows = (int) (16L * 1024 * 1024 / ((long) stride * dt.bytes())) + 2;
+            float[] x = Logits.random(rnd, rows, vocab, stride, limit, true);
+            int[] labels = new int[rows];
+            float[] glp = new float[rows], gh = new float[rows];
+            for (int r = 0; r < rows; r++) {
+                labels[r] = rnd.nextInt(limit);
+                glp[r] = (float) rnd.nextGaussian();
+                gh[r] = (float) rnd.nextGaussian() * 0.1f;
+            }
+            ByteBuffer all = Logits.direct(x, dt);
+            for (int threads : new int[] {1, 2}) {
+                Kernels.setThreads(threads);
+                for (boolean inPlace : new boolean[] {false, true}) {
+                    ByteBuffer logits = copy(all);
+                    ByteBuffer grad = inPlace ? logits : ByteBuffer.allocateDirect(all.capacity()).order(ByteOrder.nativeOrder());
+                    backward(logits, grad, dt, rows, vocab, stride, limit, labels, glp, gh, 0);
+                    // the same rows one at a time: each gradient well below the streaming size
+                    for (int r = 0; r < rows; r += 1 + rnd.nextInt(7)) {
+                        ByteBuffer one = ByteBuffer.allocateDirect(stride * dt.bytes()).order(ByteOrder.nativeOrder());
+                        for (int j = 0; j < stride * dt.bytes(); j++) one.put(j, all.get(r * stride * dt.bytes() + j));
+                        ByteBuffer g1 = inPlace ? one : ByteBuffer.allocateDirect(one.capacity()).order(ByteOrder.nativeOrder());
+                        backward(one, g1, dt, 1, vocab, stride, limit, new int[] {labels[r]}, new float[] {glp[r]},
+                                new float[] {gh[r]}, 0);
+                        for (int j = 0; j < vocab * dt.bytes(); j++)
+                            if (g1.get(j) != grad.get(r * stride * dt.bytes() + j))
+                                assertEquals(g1.get(j), grad.get(r * stride * dt.bytes() + j),
+                                        isa + " " + dt + " threads=" + threads + " inPlace=" + inPlace + " row " + r
+                                                + " byte " + j + " (stride " + stride + ", limit " + limit + ")");
+                    }
+                }
+            }
+        }
+    }
+
+    static ByteBuffer copy(ByteBuffer b) {
+        ByteBuffer c = ByteBuffer.allocateDirect(b.capacity()).order(ByteOrder.nativeOrder());
+        c.put(b.duplicate().clear());
+        return c.clear();
+    }
+
+    static void backward(ByteBuffer logits, ByteBuffer grad, DType dt, int rows, int vocab, int stride, int limit,
+                         int[] labels, float[] glp, float[] gh, int unused) {
+        ByteBuffer lb = ByteBuffer.allocateDirect(4 * rows).order(ByteOrder.nativeOrder());
+        ByteBuffer g1 = ByteBuffer.allocateDirect(4 * rows).order(ByteOrder.nativeOrder());
+        ByteBuffer g2 = ByteBuffer.allocateDirect(4 * rows).order(ByteOrder.nativeOrder());
+        for (int r = 0; r < rows; r++) {
+            lb.putInt(4 * r, labels[r]);
+            g1.putFloat(4 * r, glp[r]);
+            g2.putFloat(4 * r, gh[r]);
+        }
+        LogitsView v = LogitsView.of(MemRef.of(logits), dt, rows, vocab).withRowStride(stride).withVocabLimit(limit);
+        TokenStats.backward(v, MemRef.of(lb), DType.I32, 1.3f, null, null, null, MemRef.of(g1), MemRef.of(g2),
+                MemRef.of(grad), dt, stride, 0);
+    }
+}

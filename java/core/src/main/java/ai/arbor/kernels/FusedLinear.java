@@ -418,7 +418,13 @@ public final class FusedLinear {
             if (a != 0) return a;
             synchronized (Blas.class) {
                 if (sgemm == 0) {
-                    Loader.load(org.bytedeco.openblas.global.openblas_nolapack.class);
+                    try {
+                        Loader.load(org.bytedeco.openblas.global.openblas_nolapack.class);
+                    } catch (NoClassDefFoundError | UnsatisfiedLinkError e) {
+                        throw new IllegalStateException("FusedLinear on the CPU needs the JavaCPP OpenBLAS preset on the classpath "
+                                + "(org.bytedeco:openblas:0.3.31-1.5.13 and its linux-x86_64 natives; arbor-torch brings it, "
+                                + "arbor-core declares it optional): " + e, e);
+                    }
                     Pointer p = Loader.addressof("cblas_sgemm");
                     if (p == null || p.isNull())
                         throw new IllegalStateException("cblas_sgemm not found in the loaded OpenBLAS library");

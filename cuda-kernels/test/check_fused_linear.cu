@@ -30,7 +30,7 @@ arbor_policy_loss_config fl_cfg(const FlCase& k) {
     c.clip_mode = k.clip;
     c.eps_low = 0.2f;
     c.eps_high = 0.28f;
-    c.dual_clip_c = 3.0f;
+    c.dual_clip_c = 3.0f;  // dual clip on in every case (it combines with PPO and AEPO clips)
     c.aepo_entropy_threshold = -INFINITY;
     c.kl_type = k.kl;
     c.kl_coef = 0.1f;
@@ -293,8 +293,8 @@ void check_fused_linear(Ctx& c) {
     printf("fused linear (cuBLAS): correctness vs the double reference of the unfused chain\n");
     const FlCase cases[] = {
         {1, 1, 2, 2, 1, 1, ARBOR_CLIP_PPO, ARBOR_KL_NONE, ARBOR_AGG_TOKEN_MEAN, 1.0f, ARBOR_F32, false},
-        {37, 19, 1001, 997, 8, 128, ARBOR_CLIP_DUAL, ARBOR_KL_K3, ARBOR_AGG_TOKEN_MEAN, 0.7f, ARBOR_F32, false},
-        {37, 19, 1001, 997, 8, 128, ARBOR_CLIP_DUAL, ARBOR_KL_K3, ARBOR_AGG_TOKEN_MEAN, 0.7f, ARBOR_BF16, true},
+        {37, 19, 1001, 997, 8, 128, ARBOR_CLIP_AEPO, ARBOR_KL_K3, ARBOR_AGG_TOKEN_MEAN, 0.7f, ARBOR_F32, false},
+        {37, 19, 1001, 997, 8, 128, ARBOR_CLIP_AEPO, ARBOR_KL_K3, ARBOR_AGG_TOKEN_MEAN, 0.7f, ARBOR_BF16, true},
         {300, 64, 5003, 5000, 64, 1024, ARBOR_CLIP_PPO, ARBOR_KL_K2, ARBOR_AGG_SEQ_MEAN_TOKEN_MEAN, 1.0f, ARBOR_F32, true},
         {300, 64, 5003, 5000, 4096, 16384, ARBOR_CLIP_AEPO, ARBOR_KL_NONE, ARBOR_AGG_SEQ_MEAN_TOKEN_SUM_NORM, 1.3f,
          ARBOR_BF16, false},

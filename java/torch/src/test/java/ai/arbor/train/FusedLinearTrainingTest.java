@@ -3,7 +3,6 @@ package ai.arbor.train;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.arbor.kernels.ClipMode;
 import ai.arbor.kernels.LossAgg;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
@@ -25,7 +24,7 @@ class FusedLinearTrainingTest {
         TrainerTest.threads();
         assertTrue(TrainerTest.CFG.tiedEmbeddings(), "the test covers tied embeddings");
         TokenBatch b = TrainerTest.withAdvantages(TrainerTest.batch(), 11);
-        for (PolicyLossConfig cfg : new PolicyLossConfig[] {PolicyLossConfig.builder().clipMode(ClipMode.DUAL_CLIP).temperature(0.8).build(),
+        for (PolicyLossConfig cfg : new PolicyLossConfig[] {PolicyLossConfig.builder().dualClipC(3).temperature(0.8).build(),
                 PolicyLossConfig.grpoTcr().toBuilder().agg(LossAgg.SEQ_MEAN_TOKEN_MEAN).entropyCoef(0.01).build()}) {
             try (ReferencePolicy p1 = ReferencePolicy.create(TrainerTest.CFG); ReferencePolicy p2 = ReferencePolicy.create(TrainerTest.CFG);
                  Trainer logits = new Trainer(p1, OptimConfig.adamW(1e-3), 10, 64, TrainerTest.TOK.vocabSize()).fusedLinearAbove(Long.MAX_VALUE);

@@ -1,8 +1,10 @@
 package ai.arbor.cli;
 
+import ai.arbor.chat.ChatFormat;
 import ai.arbor.generate.LocalGenerator;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.rollout.Tokenizer;
 import ai.arbor.task.Evaluator;
 import ai.arbor.task.Problem;
 import ai.arbor.task.TrainingTask;
@@ -66,10 +68,13 @@ public final class EvalCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         if (problems < 1) throw new IllegalArgumentException("--problems must be >= 1, got " + problems);
         CpuThreads.set(threads);
-        CharTokenizer tok = CharTokenizer.ascii();
+        // a model directory with a tokenizer and chat template is asked in that chat format, as arbor train posed it
+        ChatFormat chat = Files.isRegularFile(checkpoint.resolve("tokenizer.json")) && Files.isRegularFile(checkpoint.resolve("tokenizer_config.json"))
+                ? ChatFormat.qwen3(checkpoint, false) : null;
+        Tokenizer tok = chat != null ? chat.tokenizer() : CharTokenizer.ascii();
         List<Evaluator.Result> results = new ArrayList<>();
         // the task is generated exactly as the training run generated it (kb's knowledge base depends on both split sizes)
-        try (TrainingTask t = TrainingTask.create(task, seed, trainSize, heldOutSize);
+        try (chat; TrainingTask t = TrainingTask.create(task, seed, trainSize, heldOutSize, chat);
              ReferencePolicy policy = ReferencePolicy.load(checkpoint, "auto", ScalarType.Float);
              LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults())) {
             List<Problem> set = t.heldOut().subList(0, Math.min(problems, t.heldOut().size()));

@@ -83,8 +83,11 @@ public final class TrainCommand implements Callable<Integer> {
             Checkpoint.writeAtomically(o.setup().out().resolve(ARGS_FILE), JSON.writeValueAsBytes(givenArgs()));
         }
         TrainingRun.Setup s = o.setup();
-        System.out.printf(Locale.ROOT, "arbor train: task %s, recipe %s, seed %d, model %,d parameters (d=%d, %d layers), out %s%n", s.task(),
-                o.recipe().name(), s.seed(), s.model().parameterCount(), s.model().dModel(), s.model().layers(), s.out());
+        // a model directory's own size, not the default configuration it replaces
+        ai.arbor.torch.model.PolicyConfig m = s.modelDir() != null
+                ? ai.arbor.torch.model.HfCheckpoint.readConfig(s.modelDir().resolve(ai.arbor.torch.model.HfCheckpoint.CONFIG)) : s.model();
+        System.out.printf(Locale.ROOT, "arbor train: task %s, recipe %s, seed %d, model %,d parameters (d=%d, %d layers, vocab %,d), out %s%n", s.task(),
+                o.recipe().name(), s.seed(), m.parameterCount(), m.dModel(), m.layers(), m.vocab(), s.out());
         TrainingRun.Result r = TrainingRun.run(o, checkpoints, new ProgressBar(System.out));
         System.out.println();
         System.out.print(Files.readString(r.table()));

@@ -234,6 +234,8 @@ public final class RlTrainer implements AutoCloseable {
         PolicyLossConfig loss = config.recipe().loss();
         float temperature = (float) loss.temperature();   // the sampler's (Recipe sets it)
         int vocab = tokenizer.vocabSize();
+        // the update by phase (seconds): old / reference log-prob passes (no gradient), the optimizer steps
+        long tOld = System.nanoTime();
         if (config.recomputeOld()) {
             float[] old = Trainer.score(trainer.policy(), batch, temperature, microBatchTokens, vocab).logprobs();
             double diff = 0;
@@ -241,8 +243,12 @@ public final class RlTrainer implements AutoCloseable {
             batch = batch.withOldLogprobs(old);
             m.put("old_logprob_abs_diff", diff / old.length);  // behaviour vs recomputed: numerics of decoding vs training forward
         }
+        long tRef = System.nanoTime();
         if (config.recipe().needsReference())
             batch = batch.withRefLogprobs(Trainer.score(reference, batch, temperature, microBatchTokens, vocab).logprobs());
+        long tSteps = System.nanoTime();
+        m.put("old_logprob_seconds", (tRef - tOld) / 1e9);
+        m.put("ref_logprob_seconds", (tSteps - tRef) / 1e9);
 
         Random rnd = new Random(seed ^ 0x5DEECE66DL);
         UpdateStats stats = new UpdateStats();
@@ -258,6 +264,7 @@ public final class RlTrainer implements AutoCloseable {
             }
         }
         stats.into(m);
+        m.put("policy_step_seconds", (System.nanoTime() - tSteps) / 1e9);
     }
 
     private void rftUpdate(Map<String, Object> m, List<Scored> scored) {

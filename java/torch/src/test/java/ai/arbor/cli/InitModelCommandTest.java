@@ -62,6 +62,20 @@ class InitModelCommandTest {
         assertTrue(table.contains(trained.toString()), table);
     }
 
+    /** A directory written with the Qwen3 tokenizer is evaluated in its chat format (system turn, tools, the user's question). */
+    @Test
+    void evalAsksAChatTokenizerDirectoryInItsChatFormat() throws Exception {
+        Path tokenizer = ai.arbor.testing.Repository.root().resolve("third_party/qwen3-tokenizer");
+        if (!Files.isRegularFile(tokenizer.resolve("tokenizer.json")))
+            throw new IllegalStateException(tokenizer + "/tokenizer.json is missing: run scripts/fetch-qwen3-tokenizer.sh (scripts/setup.sh --test does)");
+        Path model = dir.resolve("qwen3-chat");
+        TrainCommandTest.run("init-model", "--family", "qwen3", "--out", model.toString(), "--hidden", "16", "--layers", "1",
+                "--heads", "2", "--kv-heads", "1", "--head-dim", "8", "--ffn", "32", "--max-positions", "1024", "--tokenizer", tokenizer.toString());
+        String out = TrainCommandTest.run("eval", "--model", model.toString(), "--problems", "1", "--samples", "0", "--train-size", "40", "--show", "1");
+        assertTrue(out.contains("<|im_start|>system") && out.contains("<|im_start|>user") && out.contains("<|im_start|>assistant"), out);
+        assertTrue(out.contains("<tools>") && out.contains("\"name\": \"python\""), "the python tool is declared through the template: " + out);
+    }
+
     @Test
     void badFlagsAreRefusedByName() {
         CommandLine cli = new CommandLine(new Arbor());

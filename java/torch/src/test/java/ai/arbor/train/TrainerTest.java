@@ -151,6 +151,78 @@ class TrainerTest {
         }
     }
 
+    /**
+     * The trainer computes the LM head only at the rows that predict a trained token (the gathered final hidden
+     * states); the full path computes logits at every position of every sequence, runs the same token-statistics
+     * kernel over all of them with the untrained rows masked, and back-propagates the same −1/N. Every parameter's
+     * gradient must agree within 1e-6 relative in norm (float32: the two LM-head matmuls differ only in their row count),
+     * on a Qwen3-shaped model (q/k norms, attention biases, head_dim ≠ d/heads, untied head, padded vocabulary).
+     */
+    @Test
+    void gatheredLmHeadRowsGiveTheFullForwardsGradients() {
+        long seed = Long.getLong("arbor.seed", System.nanoTime());
+        System.out.println("seed " + seed);
+        int limit = TOK.vocabSize();
+        PolicyConfig cfg = new PolicyConfig(limit + 7, 24, 2, 4, 2, 40, 128, 10_000.0, 1e-6, false, seed, 10, true, true, true, null);
+        List<Sequence> b = batch();
+        try (ReferencePolicy p = ReferencePolicy.create(cfg); ReferencePolicy ref = ReferencePolicy.create(cfg);
+             Trainer tr = new Trainer(p, OptimConfig.adamW(1e-2).withWeightDecay(0), 10, 1 << 14, limit);
+             PointerScope scope = new PointerScope()) {
+            TokenBatch tb = TokenBatch.supervised(b);
+            double gathered = tr.sftBackward(tb);
+            // full path: one padded [B, T] forward, logits at all B·T positions
+            int t = b.stream().mapToInt(Sequence::length).max().orElseThrow(), n = tb.rows();
+            long[] tok = new long[b.size() * t], labels = new long[b.size() * t];
+            boolean[] trained = new boolean[b.size() * t];
+            for (int i = 0; i < b.size(); i++) {
+                int[] s = b.get(i).tokens();
+                for (int q = 0; q < s.length; q++) tok[i * t + q] = s[q];
+                for (int q = 1; q < s.length; q++)
+                    if (b.get(i).mask()[q]) {
+                        labels[i * t + q - 1] = s[q];
+                        trained[i * t + q - 1] = true;
+                    }
+            }
+            Tensor logits = ref.forward(Tensor.create(tok, b.size(), t)).reshape(b.size() * t, cfg.vocab());
+            assertEquals(b.size() * t, logits.size(0), "the full path computes every position");
+            assertTrue(logits.size(0) > 2L * n, "most positions are untrained (prompt, observation, padding): " + n + " of " + logits.size(0));
+            Tensor data = logits.detach();
+            byte[] maskBytes = new byte[trained.length];
+            float[] up = new float[trained.length];
+            for (int k = 0; k < trained.length; k++) {
+                maskBytes[k] = (byte) (trained[k] ? 1 : 0);
+                up[k] = trained[k] ? (float) (-1.0 / n) : 0f;
+            }
+            Tensor mask = Tensor.create(maskBytes, trained.length).to(ScalarType.Byte);
+            Tensor lab = Tensor.create(labels, labels.length);
+            ai.arbor.torch.TorchTokenStats.Stats st = ai.arbor.torch.TorchTokenStats.forward(data, lab, 1f, mask, limit);
+            double full = 0;
+            float[] lp = values(st.logprob());
+            for (int k = 0; k < lp.length; k++) if (trained[k]) full -= lp[k];
+            full /= n;
+            Tensor grad = ai.arbor.torch.TorchTokenStats.backward(data, lab, 1f, mask, limit, st, Tensor.create(up, up.length), null);
+            logits.backward(grad, new org.bytedeco.pytorch.BoolOptional(), false, new org.bytedeco.pytorch.TensorArrayRefOptional());
+            assertEquals(full, gathered, 1e-6 * Math.abs(full), "loss with and without the gather");
+            // per parameter: ‖grad_gathered − grad_full‖ / ‖grad_full‖ (each entry's error is float32 rounding)
+            int i = 0;
+            double worst = 0;
+            for (Map.Entry<String, Tensor> e : ref.namedParameters().entrySet()) {
+                float[] a = values(tr.parameters().get(i++).grad()), w = values(e.getValue().grad());
+                double diff = 0, norm = 0;
+                for (int k = 0; k < a.length; k++) {
+                    diff += ((double) a[k] - w[k]) * ((double) a[k] - w[k]);
+                    norm += (double) w[k] * w[k];
+                }
+                assertTrue(norm > 0, e.getKey() + " gets a gradient");
+                double rel = Math.sqrt(diff / norm);
+                worst = Math.max(worst, rel);
+                assertTrue(rel <= 1e-6, e.getKey() + ": gradient with vs without the gather, rel. diff " + rel);
+            }
+            System.out.printf("gathered %d of %d logit rows; loss %.6f vs %.6f; worst parameter gradient rel. diff %.3g over %d tensors%n",
+                    n, logits.size(0), gathered, full, worst, i);
+        }
+    }
+
     @Test
     void microBatchesAddUpToTheWholeBatch() {
         TokenBatch b = withAdvantages(batch(), 3);

@@ -80,27 +80,7 @@ class ForkServerTest {
             boolean jail = sandbox.isolation() == Isolation.JAIL;
             // /tmp and /dev/shm are the jail's own tmpfs mounts; in fallback mode they are the host's, left alone
             String tmp = jail ? "/tmp" : "locked-tmp";
-            ExecResult dirty = a.execute("""
-                    import os, threading, time, subprocess, random
-                    secret = 'left-behind'
-                    open('scratch.txt', 'w').write('x')
-                    TMP = '%s'
-                    os.makedirs(TMP + '/locked/deep', exist_ok=True); open(TMP + '/locked/deep/f', 'w').write('x')
-                    os.chmod(TMP + '/locked', 0)
-                    if TMP == '/tmp':
-                        open('/tmp/t.txt', 'w').write('x')
-                        open('/dev/shm/s.bin', 'wb').write(b'x')
-                    os.symlink('/usr', 'link-out')
-                    threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()
-                    kept_fd = os.open('scratch.txt', os.O_RDONLY)
-                    os.set_inheritable(kept_fd, True)
-                    subprocess.Popen(['sleep', '1000'], start_new_session=True)
-                    if os.fork() == 0:          # a daemon: setsid + double fork
-                        os.setsid()
-                        if os.fork() == 0:
-                            time.sleep(1000)
-                        os._exit(0)
-                    print(random.random())""".formatted(tmp));
+            ExecResult dirty = a.execute(SandboxTests.leaveEverythingBehind(tmp) + "import random\nprint(random.random())");
             assertEquals(ExecStatus.OK, dirty.status(), dirty::toString);
             firstRandom = dirty.stdout().strip();
             List<String> inside = probe(a);

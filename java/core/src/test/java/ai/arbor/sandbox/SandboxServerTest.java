@@ -100,27 +100,7 @@ class SandboxServerTest {
         String fresh = before.at("/run_result/stdout").asText();
         boolean jail = sandbox.isolation() == Isolation.JAIL;
         String tmp = jail ? "/tmp" : "locked-tmp";
-        JsonNode dirty = run("""
-                import os, threading, time, subprocess
-                secret = 'left-behind'
-                open('scratch.txt', 'w').write('x')
-                TMP = '%s'
-                os.makedirs(TMP + '/locked/deep', exist_ok=True); open(TMP + '/locked/deep/f', 'w').write('x')
-                os.chmod(TMP + '/locked', 0)
-                if TMP == '/tmp':
-                    open('/tmp/t.txt', 'w').write('x')
-                    open('/dev/shm/s.bin', 'wb').write(b'x')
-                os.symlink('/usr', 'link-out')
-                threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()
-                kept_fd = os.open('scratch.txt', os.O_RDONLY)
-                os.set_inheritable(kept_fd, True)
-                subprocess.Popen(['sleep', '1000'], start_new_session=True)
-                if os.fork() == 0:
-                    os.setsid()
-                    if os.fork() == 0:
-                        time.sleep(1000)
-                    os._exit(0)
-                print('dirty')""".formatted(tmp) + "\n" + PROBE, "");
+        JsonNode dirty = run(SandboxTests.leaveEverythingBehind(tmp) + "print('dirty')\n" + PROBE, "");
         assertEquals("Success", dirty.get("status").asText(), dirty::toString);
         String inside = dirty.at("/run_result/stdout").asText();
         assertTrue(inside.contains("'secret'") && inside.contains("scratch.txt") && inside.contains("threads 2 2"),

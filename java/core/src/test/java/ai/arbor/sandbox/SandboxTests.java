@@ -64,4 +64,34 @@ final class SandboxTests {
         assertEquals(ExecStatus.OK, r.status(), () -> "session no longer serves: " + r);
         assertEquals("42\n", r.stdout());
     }
+
+    /**
+     * A cell that leaves behind everything it can: a variable, files in the scratch directory, in {@code tmp} (the
+     * jail's /tmp, also /dev/shm, when {@code tmp} is {@code /tmp}) and in a directory it makes unreadable, a symlink
+     * out of scratch, a thread, an inheritable descriptor, a child in its own session and a setsid + double-fork
+     * daemon. The "nothing survives" tests of the fork server and of the HTTP server run it, then probe.
+     */
+    static String leaveEverythingBehind(String tmp) {
+        return """
+                import os, threading, time, subprocess
+                secret = 'left-behind'
+                open('scratch.txt', 'w').write('x')
+                TMP = '%s'
+                os.makedirs(TMP + '/locked/deep', exist_ok=True); open(TMP + '/locked/deep/f', 'w').write('x')
+                os.chmod(TMP + '/locked', 0)
+                if TMP == '/tmp':
+                    open('/tmp/t.txt', 'w').write('x')
+                    open('/dev/shm/s.bin', 'wb').write(b'x')
+                os.symlink('/usr', 'link-out')
+                threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()
+                kept_fd = os.open('scratch.txt', os.O_RDONLY)
+                os.set_inheritable(kept_fd, True)
+                subprocess.Popen(['sleep', '1000'], start_new_session=True)
+                if os.fork() == 0:          # a daemon: setsid + double fork
+                    os.setsid()
+                    if os.fork() == 0:
+                        time.sleep(1000)
+                    os._exit(0)
+                """.formatted(tmp);
+    }
 }

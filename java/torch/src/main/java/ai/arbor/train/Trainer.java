@@ -63,6 +63,12 @@ public final class Trainer implements AutoCloseable {
     private final int vocabLimit;
     /** Micro-batches whose fp32 logits would exceed this many bytes use the fused linear loss. */
     private long fusedLinearAboveBytes = DEFAULT_FUSED_LINEAR_ABOVE_BYTES;
+    /** Tree packing of the policy-loss passes (docs/training.md "Tree packing"), on by default. */
+    private boolean packing = true;
+    private int maxPackTokens = DEFAULT_MAX_PACK_TOKENS;
+
+    /** Default of {@link #packing(boolean, int)}'s pack size: the dense ancestor mask is quadratic in it. */
+    public static final int DEFAULT_MAX_PACK_TOKENS = 2048;
 
     /**
      * Default of {@link #fusedLinearAbove}: 1 GiB of fp32 logits (e.g. 1766 rows at a 151936-token
@@ -125,6 +131,35 @@ public final class Trainer implements AutoCloseable {
         if (bytes < 0) throw new IllegalArgumentException("fusedLinearAbove must be >= 0, got " + bytes);
         this.fusedLinearAboveBytes = bytes;
         return this;
+    }
+
+    /**
+     * Tree packing of the policy loss and of {@link #score(ReferencePolicy, TokenBatch, float, int, int, boolean)}
+     * (docs/algorithms.md §9): sequences sharing a prefix run as one packed sequence (ancestor mask, position ids
+     * = depth), each shared token computed once, the gradient the unpacked one; a sequence joins a pack only where
+     * that saves work, packs hold at most {@code maxPackTokens} tokens. On by default; off, every sequence is its
+     * own padded row.
+     */
+    public Trainer packing(boolean on, int maxPackTokens) {
+        if (maxPackTokens < 1) throw new IllegalArgumentException("maxPackTokens must be >= 1, got " + maxPackTokens);
+        this.packing = on;
+        this.maxPackTokens = maxPackTokens;
+        return this;
+    }
+
+    /** {@link #packing(boolean, int)} with the current pack size. */
+    public Trainer packing(boolean on) {
+        return packing(on, maxPackTokens);
+    }
+
+    /** Whether the policy-loss passes are tree-packed. */
+    public boolean packing() {
+        return packing;
+    }
+
+    /** The most tokens of one packed sequence. */
+    public int maxPackTokens() {
+        return maxPackTokens;
     }
 
     /** Optimizer steps taken. */
@@ -251,6 +286,10 @@ public final class Trainer implements AutoCloseable {
             throw new IllegalArgumentException("policy-gradient batches need old log-probs and advantages: " + batch);
         PolicyLossConfig c = cfg.aggNormalizer() > 0 ? cfg : cfg.withAggNormalizer(batch.normalizer(cfg.agg()));
         LossSums sums = new LossSums();
+        if (packing) {
+            PackedPasses.policyLoss(policy, batch, c, microBatchTokens, maxPackTokens, vocabLimit, fusedLinearAboveBytes, backward, sums::add);
+            return sums.result(c.aggNormalizer());
+        }
         for (int[] seqs : microBatches(batch, microBatchTokens)) {
             try (PointerScope scope = new PointerScope()) {
                 TokenBatch mb = batch.select(seqs);
@@ -345,6 +384,12 @@ public final class Trainer implements AutoCloseable {
      * gradients): old log-probs recomputed by the trainer, or a reference policy's.
      */
     public static Scores score(ReferencePolicy model, TokenBatch batch, float temperature, int microBatchTokens, int vocabLimit) {
+        return score(model, batch, temperature, microBatchTokens, vocabLimit, false);
+    }
+
+    /** As {@link #score(ReferencePolicy, TokenBatch, float, int, int)}, tree-packed when {@code pack} (each unique token scored once). */
+    public static Scores score(ReferencePolicy model, TokenBatch batch, float temperature, int microBatchTokens, int vocabLimit, boolean pack) {
+        if (pack) return PackedPasses.score(model, batch, temperature, microBatchTokens, DEFAULT_MAX_PACK_TOKENS, vocabLimit);
         float[] lps = new float[batch.rows()], ents = new float[batch.rows()];
         try (NoGradGuard g = new NoGradGuard()) {
             for (int[] seqs : microBatches(batch, microBatchTokens)) {

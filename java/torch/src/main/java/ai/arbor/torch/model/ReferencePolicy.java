@@ -301,6 +301,29 @@ public final class ReferencePolicy implements AutoCloseable {
     }
 
     /**
+     * Tree-packed training forward (docs/algorithms.md §9): logits only at {@code rows} (as {@link #forwardRows})
+     * of packed sequences {@code tokens} [B, T] whose slot t sits at rotary position {@code positions[b][t]} and
+     * reads the keys of the slots {@code mask[b][t][·]} admits (bool [B, T, T]; each row must admit at least its
+     * own slot). With the ancestor mask of a prefix trie and position ids = depth, every slot's logits equal those
+     * of the unpacked sequences through it.
+     */
+    public Tensor forwardRows(Tensor tokens, Tensor rows, Tensor positions, Tensor mask) {
+        return scoped(() -> {
+            Tensor h = maskedHiddenInScope(tokens, positions, mask);
+            Tensor flat = h.reshape(h.size(0) * h.size(1), h.size(2));
+            Tensor idx = rows.to(device, ScalarType.Long);
+            if (idx.dim() != 1) throw new IllegalArgumentException("rows must be 1-D, got " + idx.dim() + "-D");
+            checkRange("row", idx, flat.size(0));
+            return logits(flat.index_select(0, idx));
+        });
+    }
+
+    /** Final hidden states [B, T, D] of packed sequences (positions and mask as in {@link #forwardRows(Tensor, Tensor, Tensor, Tensor)}). */
+    public Tensor hidden(Tensor tokens, Tensor positions, Tensor mask) {
+        return scoped(() -> maskedHiddenInScope(tokens, positions, mask));
+    }
+
+    /**
      * The LM-head weight {@code [V, D]} (the embedding matrix itself when the embeddings are tied), for
      * callers that fuse the head with the loss ({@code ai.arbor.torch.TorchFusedLinear}).
      */
@@ -350,12 +373,17 @@ public final class ReferencePolicy implements AutoCloseable {
 
     /** Validates {@code tokens} [B, T] and returns them as int64 on this policy's device. */
     private Tensor checkedTokens(Tensor tokens) {
+        return checkedTokens(tokens, true);
+    }
+
+    /** As {@link #checkedTokens(Tensor)}; a packed batch's width may exceed maxSeq (its positions may not). */
+    private Tensor checkedTokens(Tensor tokens, boolean lengthWithinMaxSeq) {
         ensureOpen();
         if (tokens == null) throw new IllegalArgumentException("tokens is null");
         if (tokens.dim() != 2) throw new IllegalArgumentException("tokens must be [B, T], got " + tokens.dim() + "-D");
         long b = tokens.size(0), t = tokens.size(1);
         if (b < 1 || t < 1) throw new IllegalArgumentException("tokens must be non-empty, got [" + b + ", " + t + "]");
-        if (t > config.maxSeq())
+        if (lengthWithinMaxSeq && t > config.maxSeq())
             throw new IllegalArgumentException("sequence length " + t + " exceeds maxSeq " + config.maxSeq());
         Tensor tok = tokens.to(device, ScalarType.Long);
         checkRange("token", tok, config.vocab());
@@ -368,6 +396,32 @@ public final class ReferencePolicy implements AutoCloseable {
             Tensor x = embedRows(tok);
             Tensor[] cs = fullRope(tok.size(1));
             for (int l = 0; l < blocks.length; l++) x = block(l, x, cs[0], cs[1], this::causalAttention);
+            return rmsNorm(x, finalNorm);
+        });
+    }
+
+    /** The hidden states of packed sequences: rotary angles at {@code positions}, attention under {@code mask}. */
+    private Tensor maskedHiddenInScope(Tensor tokens, Tensor positions, Tensor mask) {
+        Tensor tok = checkedTokens(tokens, false);
+        long b = tok.size(0), t = tok.size(1);
+        if (positions == null || mask == null) throw new IllegalArgumentException("positions and mask are required");
+        if (positions.dim() != 2 || positions.size(0) != b || positions.size(1) != t)
+            throw new IllegalArgumentException("positions must be [" + b + ", " + t + "], got " + java.util.Arrays.toString(Tensors.shape(positions)));
+        if (mask.dim() != 3 || mask.size(0) != b || mask.size(1) != t || mask.size(2) != t)
+            throw new IllegalArgumentException("mask must be [" + b + ", " + t + ", " + t + "], got " + java.util.Arrays.toString(Tensors.shape(mask)));
+        Tensor pos = positions.to(device, ScalarType.Long).reshape(b * t);
+        checkRange("position", pos, config.maxSeq());
+        Tensor m = mask.to(device, ScalarType.Bool).unsqueeze(1);   // [B, 1, T, T], broadcast over heads
+        long half = config.headDim() / 2;
+        return autocasting(() -> {
+            Tensor x = embedRows(tok);
+            Tensor cos = ropeCos.index_select(0, pos).view(b, t, 1, half), sin = ropeSin.index_select(0, pos).view(b, t, 1, half);
+            Attention masked = (l, q, k, v) -> {
+                Tensor o = torch.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                        new TensorOptional(m), 0.0, false, new DoubleOptional(), config.kvHeads() != config.heads());
+                return o.transpose(1, 2).reshape(b, t, (long) config.heads() * config.headDim());
+            };
+            for (int l = 0; l < blocks.length; l++) x = block(l, x, cos, sin, masked);
             return rmsNorm(x, finalNorm);
         });
     }

@@ -1,0 +1,246 @@
+package ai.arbor.rl;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.List;
+
+/**
+ * Tree-packed layout of a {@link TokenBatch} for the update (docs/algorithms.md §9, docs/training.md "Tree
+ * packing"): sequences that share a prefix — a Tree-GRPO tree, an ARPO/AEPO branch set, the n chains of one
+ * prompt — become one packed sequence in which every node of their prefix trie appears once. A packed token
+ * attends to itself and its ancestors only and sits at position id = its depth, so its hidden state, and the
+ * logits it gives, equal those of every sequence that passes through it; the gradient of a loss read at
+ * those logits is therefore the unpacked one.
+ *
+ * <p>The trie is built from the token sequences themselves (sorted, a sequence shares with its sorted
+ * predecessor their longest common prefix), so it needs no rollout tree and finds every shared prefix, a
+ * strict-prefix trajectory included. The loss rows stay the batch's rows — one per (trajectory, trained
+ * token) pair, each with its own advantage, old/ref log-prob and weight — and each row references the unique
+ * logit row that predicts it ({@link Packed#pairIndex}); a logit row shared by k pairs is computed once.
+ *
+ * <p>{@link #plan} groups the sequences into packs and the packs into micro-batches of at most {@code budget}
+ * padded packed tokens (packs × longest pack), the same bound as the unpacked micro-batches; a sequence joins
+ * the pack of its sorted predecessor only when the {@link Cost} model says the joined pack is cheaper than a
+ * sequence of its own (the dense ancestor mask makes a pack's attention quadratic in its size, where causal
+ * attention over a lone sequence is half that), and a pack never exceeds {@code maxPack} tokens. Torch-free.
+ */
+public final class TreePacking {
+    private TreePacking() {}
+
+    /**
+     * The work model that decides whether a sequence joins a pack: {@code perToken} for a token's projections and
+     * MLP, {@code perPair} for one (query, key) entry of attention. A lone sequence of length L costs
+     * {@code perToken·L + perPair·L(L+1)/2} (causal), a pack of U tokens {@code perToken·U + perPair·U²} (the dense
+     * ancestor mask). Only the ratio matters.
+     */
+    public record Cost(double perToken, double perPair) {
+        public Cost {
+            if (!(perToken > 0) || !(perPair >= 0) || Double.isInfinite(perToken) || Double.isInfinite(perPair))
+                throw new IllegalArgumentException("cost must have perToken > 0 and perPair >= 0, got " + perToken + ", " + perPair);
+        }
+
+        /**
+         * Forward multiply-adds of a decoder block stack: per token the q/k/v/o projections and the SwiGLU MLP, per
+         * attention entry q·k and p·v over every query head.
+         */
+        public static Cost of(int dModel, int layers, int heads, int kvHeads, int headDim, int ffnDim) {
+            double q = (double) heads * headDim, kv = (double) kvHeads * headDim;
+            double perToken = layers * (dModel * (q + 2 * kv) + q * dModel + 3.0 * dModel * ffnDim);
+            double perPair = layers * 2.0 * heads * headDim;
+            return new Cost(perToken, perPair);
+        }
+
+        /** Always join when a prefix is shared (and the size allows): the mask's attention counted as free. */
+        public static Cost tokensOnly() {
+            return new Cost(1, 0);
+        }
+
+        double lone(int len) {
+            return perToken * len + perPair * len * (len + 1.0) / 2;
+        }
+
+        double join(int packSize, int added) {
+            double u = packSize, v = packSize + (double) added;
+            return perToken * added + perPair * (v * v - u * u);
+        }
+    }
+
+    /** One micro-batch: its packs, each the batch's sequence ids in the pack's (sorted) order. */
+    public record MicroBatch(int[][] packs) {
+        /** The micro-batch's sequences, pack after pack (the order of {@link Packed#rows()}'s sequences). */
+        public int[] sequences() {
+            return Arrays.stream(packs).flatMapToInt(Arrays::stream).toArray();
+        }
+    }
+
+    /**
+     * Packs and micro-batches for {@code batch}: packs of sequences sharing a prefix (at most {@code maxPack}
+     * unique tokens unless one sequence is longer, joined only where {@code cost} says it saves work), then
+     * micro-batches of at most {@code budget} packs × longest pack tokens (largest packs first; a pack over the
+     * budget alone). Every sequence of the batch is in exactly one pack.
+     */
+    public static List<MicroBatch> plan(TokenBatch batch, int budget, int maxPack, Cost cost) {
+        if (batch == null || cost == null) throw new IllegalArgumentException("batch and cost are required");
+        if (budget < 1) throw new IllegalArgumentException("budget must be >= 1, got " + budget);
+        if (maxPack < 1) throw new IllegalArgumentException("maxPack must be >= 1, got " + maxPack);
+        int n = batch.sequenceCount();
+        Integer[] order = new Integer[n];
+        for (int i = 0; i < n; i++) order[i] = i;
+        Arrays.sort(order, (a, b) -> {
+            int c = Arrays.compare(batch.sequences().get(a), batch.sequences().get(b));
+            return c != 0 ? c : Integer.compare(a, b);
+        });
+        List<int[]> packs = new ArrayList<>();
+        List<Integer> sizes = new ArrayList<>();
+        List<Integer> cur = new ArrayList<>();
+        int size = 0;
+        int[] prev = null;
+        for (int s : order) {
+            int[] toks = batch.sequences().get(s);
+            int shared = prev == null ? 0 : commonPrefix(prev, toks);
+            int added = toks.length - shared;
+            if (!cur.isEmpty() && shared > 0 && size + added <= maxPack && cost.join(size, added) < cost.lone(toks.length)) {
+                cur.add(s);
+                size += added;
+            } else {
+                if (!cur.isEmpty()) {
+                    packs.add(cur.stream().mapToInt(Integer::intValue).toArray());
+                    sizes.add(size);
+                }
+                cur = new ArrayList<>(List.of(s));
+                size = toks.length;
+            }
+            prev = toks;
+        }
+        if (!cur.isEmpty()) {
+            packs.add(cur.stream().mapToInt(Integer::intValue).toArray());
+            sizes.add(size);
+        }
+        Integer[] byPack = new Integer[packs.size()];
+        for (int i = 0; i < byPack.length; i++) byPack[i] = i;
+        Arrays.sort(byPack, Comparator.comparingInt((Integer i) -> -sizes.get(i)).thenComparingInt(i -> i));
+        List<MicroBatch> out = new ArrayList<>();
+        List<int[]> mb = new ArrayList<>();
+        int longest = 0;
+        for (int p : byPack) {
+            int l = Math.max(longest, sizes.get(p));
+            if (!mb.isEmpty() && (long) l * (mb.size() + 1) > budget) {
+                out.add(new MicroBatch(mb.toArray(new int[0][])));
+                mb.clear();
+                l = sizes.get(p);
+            }
+            mb.add(packs.get(p));
+            longest = l;
+        }
+        if (!mb.isEmpty()) out.add(new MicroBatch(mb.toArray(new int[0][])));
+        return out;
+    }
+
+    static int commonPrefix(int[] a, int[] b) {
+        int m = Math.min(a.length, b.length), i = 0;
+        while (i < m && a[i] == b[i]) i++;
+        return i;
+    }
+
+    /**
+     * The packed model inputs of one micro-batch and its loss rows.
+     *
+     * @param rows        the loss rows: {@code batch.select(sequences)} (one row per (trajectory, trained token)
+     *                    pair, every column as in the unpacked batch)
+     * @param sequences   the batch's sequence ids of {@link #rows}' sequences, in order
+     * @param packs       packed sequences (the model's batch dimension)
+     * @param width       slots per packed sequence (its longest; shorter ones padded)
+     * @param tokens      [packs × width] token ids (0 in padding)
+     * @param positions   [packs × width] position ids: a slot's depth on its own path (0 in padding)
+     * @param parent      [packs × width] the slot of the parent node in the same pack, −1 for a root or padding
+     * @param valid       [packs × width] whether a slot holds a token (false: padding)
+     * @param logitRows   the flattened slots ({@code pack · width + slot}) whose logits predict a trained token,
+     *                    ascending, each once
+     * @param pairIndex   per row of {@link #rows}, its predicting slot as an index into {@link #logitRows}
+     * @param uniqueTokens tokens in the packs (the nodes of the tries)
+     * @param totalTokens  tokens of the sequences unpacked (Σ lengths)
+     */
+    public record Packed(TokenBatch rows, int[] sequences, int packs, int width, long[] tokens, long[] positions, int[] parent,
+                         boolean[] valid, long[] logitRows, long[] pairIndex, int uniqueTokens, int totalTokens) {
+
+        /**
+         * The ancestor mask, [packs × width × width] row-major: {@code mask[b][q][k]} is true iff slot k is q itself
+         * or an ancestor of q in pack b (q reads k); a padding slot reads itself only (no empty softmax row).
+         */
+        public boolean[] mask() {
+            boolean[] m = new boolean[Math.multiplyExact(Math.multiplyExact(packs, width), width)];
+            for (int b = 0; b < packs; b++)
+                for (int q = 0; q < width; q++) {
+                    int base = (b * width + q) * width;
+                    for (int k = q; k >= 0; k = parent[b * width + k]) m[base + k] = true;
+                }
+            return m;
+        }
+    }
+
+    /** The packed layout of {@code mb}'s packs of {@code batch}. */
+    public static Packed pack(TokenBatch batch, MicroBatch mb) {
+        if (batch == null || mb == null) throw new IllegalArgumentException("batch and micro-batch are required");
+        int packs = mb.packs().length;
+        int[] size = new int[packs];
+        int[][][] paths = new int[packs][][];
+        int total = 0;
+        for (int b = 0; b < packs; b++) {
+            int[] seqs = mb.packs()[b];
+            if (seqs.length == 0) throw new IllegalArgumentException("pack " + b + " is empty");
+            paths[b] = new int[seqs.length][];
+            int[] prev = null;
+            int[] prevPath = null;
+            for (int j = 0; j < seqs.length; j++) {
+                if (seqs[j] < 0 || seqs[j] >= batch.sequenceCount())
+                    throw new IllegalArgumentException("sequence " + seqs[j] + " is outside [0, " + batch.sequenceCount() + ")");
+                int[] toks = batch.sequences().get(seqs[j]);
+                int shared = prev == null ? 0 : commonPrefix(prev, toks);
+                int[] path = new int[toks.length];
+                for (int p = 0; p < toks.length; p++) path[p] = p < shared ? prevPath[p] : size[b]++;
+                paths[b][j] = path;
+                prev = toks;
+                prevPath = path;
+                total += toks.length;
+            }
+        }
+        int width = Arrays.stream(size).max().orElse(0);
+        int slots = Math.multiplyExact(packs, width);
+        long[] tokens = new long[slots], positions = new long[slots];
+        int[] parent = new int[slots];
+        boolean[] valid = new boolean[slots];
+        Arrays.fill(parent, -1);
+        for (int b = 0; b < packs; b++)
+            for (int j = 0; j < paths[b].length; j++) {
+                int[] toks = batch.sequences().get(mb.packs()[b][j]), path = paths[b][j];
+                for (int p = 0; p < toks.length; p++) {
+                    int at = b * width + path[p];
+                    tokens[at] = toks[p];
+                    positions[at] = p;
+                    parent[at] = p == 0 ? -1 : path[p - 1];
+                    valid[at] = true;
+                }
+            }
+        int[] seqs = mb.sequences();
+        TokenBatch rows = batch.select(seqs);
+        // per selected sequence: its pack and path
+        int[] packOf = new int[seqs.length];
+        int[][] pathOf = new int[seqs.length][];
+        for (int b = 0, i = 0; b < packs; b++)
+            for (int j = 0; j < paths[b].length; j++, i++) {
+                packOf[i] = b;
+                pathOf[i] = paths[b][j];
+            }
+        int n = rows.rows();
+        long[] flat = new long[n];
+        for (int k = 0; k < n; k++) {
+            int s = rows.seqId()[k];
+            flat[k] = (long) packOf[s] * width + pathOf[s][rows.position()[k] - 1];   // the slot at p − 1 predicts p
+        }
+        long[] unique = Arrays.stream(flat).distinct().sorted().toArray();
+        long[] pair = new long[n];
+        for (int k = 0; k < n; k++) pair[k] = Arrays.binarySearch(unique, flat[k]);
+        return new Packed(rows, seqs, packs, width, tokens, positions, parent, valid, unique, pair, Arrays.stream(size).sum(), total);
+    }
+}

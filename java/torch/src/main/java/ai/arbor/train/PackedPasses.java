@@ -1,0 +1,216 @@
+package ai.arbor.train;
+
+import ai.arbor.kernels.PolicyLossConfig;
+import ai.arbor.kernels.PolicyLossResult;
+import ai.arbor.rl.TokenBatch;
+import ai.arbor.rl.TreePacking;
+import ai.arbor.torch.TorchFusedLinear;
+import ai.arbor.torch.TorchPolicyLoss;
+import ai.arbor.torch.TorchTensors;
+import ai.arbor.torch.TorchTokenStats;
+import ai.arbor.torch.model.PolicyConfig;
+import ai.arbor.torch.model.ReferencePolicy;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
+import org.bytedeco.javacpp.PointerScope;
+import org.bytedeco.pytorch.BoolOptional;
+import org.bytedeco.pytorch.NoGradGuard;
+import org.bytedeco.pytorch.Tensor;
+import org.bytedeco.pytorch.TensorArrayRefOptional;
+import org.bytedeco.pytorch.global.torch.ScalarType;
+
+/**
+ * The tree-packed passes of the update (docs/algorithms.md §9, docs/training.md "Tree packing"): the policy
+ * loss with its gradient, and the no-gradient log-prob passes (old and reference log-probs), over the
+ * micro-batches of {@link TreePacking#plan}. Per micro-batch the policy runs once over the packed sequences
+ * (ancestor mask, position ids = depth; {@link ReferencePolicy#forwardRows(Tensor, Tensor, Tensor, Tensor)}),
+ * the LM head only at the unique slots that predict a trained token; the loss kernel then reads one row per
+ * (trajectory, token) pair — {@code index_select} of the unique logit rows, whose backward adds the pairs'
+ * gradients into the shared row — with each pair's own advantage, old log-prob, weight and sequence id, so every
+ * loss (clip, dual clip, AEPO, GSPO, CISPO, KL, entropy bonus, every aggregation) is the unpacked one. A
+ * micro-batch whose packs are all single sequences runs the plain causal forward.
+ *
+ * <p>The scoring pass computes each unique token's log-prob and entropy once (a (slot, label) pair shared by k
+ * trajectories is one kernel row) and copies it to the k rows.
+ */
+@SuppressWarnings("try")
+final class PackedPasses {
+    private PackedPasses() {}
+
+    /** The cost model of {@code cfg} (which sequences join a pack). */
+    static TreePacking.Cost cost(PolicyConfig cfg) {
+        return TreePacking.Cost.of(cfg.dModel(), cfg.layers(), cfg.heads(), cfg.kvHeads(), cfg.headDim(), cfg.ffnDim());
+    }
+
+    /** What the packed passes computed: tokens in the packs against tokens of the sequences unpacked. */
+    record Work(long uniqueTokens, long totalTokens, int microBatches) {}
+
+    /** A packed micro-batch's model inputs on the model's device. */
+    private record Inputs(TreePacking.Packed packed, Tensor tokens, Tensor positions, Tensor mask, Tensor logitRows, Tensor pairIndex,
+                          Tensor labels, boolean chains, boolean identity) {}
+
+    private static Inputs inputs(TokenBatch batch, TreePacking.MicroBatch mb, ReferencePolicy model) {
+        TreePacking.Packed p = TreePacking.pack(batch, mb);
+        boolean chains = true;
+        for (int[] pack : mb.packs()) chains &= pack.length == 1;
+        Tensor tok = to(Tensor.create(p.tokens(), p.packs(), p.width()), model);
+        Tensor pos = null, mask = null;
+        if (!chains) {
+            pos = to(Tensor.create(p.positions(), p.packs(), p.width()), model);
+            boolean[] m = p.mask();
+            byte[] bytes = new byte[m.length];
+            for (int i = 0; i < m.length; i++) bytes[i] = (byte) (m[i] ? 1 : 0);
+            mask = to(Tensor.create(bytes, p.packs(), p.width(), p.width()).to(ScalarType.Bool), model);
+        }
+        long[] pair = p.pairIndex();
+        boolean identity = pair.length == p.logitRows().length;
+        for (int k = 0; identity && k < pair.length; k++) identity = pair[k] == k;
+        long[] labels = new long[p.rows().rows()];
+        for (int k = 0; k < labels.length; k++) labels[k] = p.rows().label()[k];
+        return new Inputs(p, tok, pos, mask, to(Tensor.create(p.logitRows(), p.logitRows().length), model),
+                to(Tensor.create(pair, pair.length), model), to(Tensor.create(labels, labels.length), model), chains, identity);
+    }
+
+    /** Logits at the unique predicting slots, [U, V]. */
+    private static Tensor uniqueLogits(ReferencePolicy model, Inputs in) {
+        return in.chains ? model.forwardRows(in.tokens, in.logitRows) : model.forwardRows(in.tokens, in.logitRows, in.positions, in.mask);
+    }
+
+    /** Logits of the loss rows (one per pair), [N, V]: the unique rows gathered (autograd adds the pairs' gradients back). */
+    private static Tensor pairLogits(ReferencePolicy model, Inputs in) {
+        Tensor u = uniqueLogits(model, in);
+        return in.identity ? u : u.index_select(0, in.pairIndex);
+    }
+
+    /**
+     * The policy loss of {@code c} (its normalizer set) over {@code batch}, packed; with {@code backward} its
+     * gradient accumulates into the parameters. Each micro-batch's result goes to {@code sink}.
+     */
+    static Work policyLoss(ReferencePolicy policy, TokenBatch batch, PolicyLossConfig c, int budget, int maxPack, int vocabLimit,
+                           long fusedLinearAboveBytes, boolean backward, Consumer<PolicyLossResult> sink) {
+        boolean kl = c.klType() != ai.arbor.kernels.KlType.NONE;
+        List<TreePacking.MicroBatch> plan = TreePacking.plan(batch, budget, maxPack, cost(policy.config()));
+        long unique = 0, total = 0;
+        for (TreePacking.MicroBatch part : plan) {
+            try (PointerScope scope = new PointerScope()) {
+                Inputs in = inputs(batch, part, policy);
+                TokenBatch mb = in.packed.rows();
+                unique += in.packed.uniqueTokens();
+                total += in.packed.totalTokens();
+                int n = mb.rows();
+                if (n == 0) continue;
+                Tensor old = to(Tensor.create(mb.old(), n), policy), adv = to(Tensor.create(mb.advantage(), n), policy);
+                Tensor w = to(Tensor.create(mb.weight(), n), policy);
+                Tensor ref = kl ? to(Tensor.create(mb.ref(), n), policy) : null;
+                Tensor seq = c.agg().needsSequences() || c.clipMode().isGspo() ? to(Tensor.create(mb.seqId(), n), policy) : null;
+                if ((double) n * policy.config().vocab() * 4 > fusedLinearAboveBytes) {
+                    Tensor h = backward ? pairHidden(policy, in) : noGrad(() -> pairHidden(policy, in));
+                    Tensor lm = policy.lmHeadWeight();
+                    TorchFusedLinear.Output out = TorchFusedLinear.forwardBackward(c, h.detach(), lm.detach(), in.labels, old, adv, w, ref, seq,
+                            vocabLimit, backward, null, null);
+                    if (backward) {
+                        h.backward(out.gradHidden(), new BoolOptional(), false, new TensorArrayRefOptional());
+                        lm.backward(out.gradWeight(), new BoolOptional(), false, new TensorArrayRefOptional());
+                    }
+                    sink.accept(out.result());
+                    continue;
+                }
+                Tensor logits = backward ? pairLogits(policy, in) : noGrad(() -> pairLogits(policy, in));
+                TorchPolicyLoss.Output out = TorchPolicyLoss.forwardBackward(c, logits.detach(), in.labels, old, adv, w, ref, seq, vocabLimit, false);
+                if (backward) logits.backward(out.grad(), new BoolOptional(), false, new TensorArrayRefOptional());
+                sink.accept(out.result());
+            }
+        }
+        return new Work(unique, total, plan.size());
+    }
+
+    /** Final hidden states of the loss rows, [N, D] (gathered from the unique predicting slots). */
+    private static Tensor pairHidden(ReferencePolicy policy, Inputs in) {
+        Tensor h = in.chains ? policy.hidden(in.tokens) : policy.hidden(in.tokens, in.positions, in.mask);
+        Tensor u = h.reshape(h.size(0) * h.size(1), h.size(2)).index_select(0, in.logitRows);
+        return in.identity ? u : u.index_select(0, in.pairIndex);
+    }
+
+    /**
+     * Per row of {@code batch}, the log-prob and entropy of its token under {@code model} at {@code temperature},
+     * no gradients, packed: each unique (predicting slot, token) once.
+     */
+    static Trainer.Scores score(ReferencePolicy model, TokenBatch batch, float temperature, int budget, int maxPack, int vocabLimit) {
+        float[] lps = new float[batch.rows()], ents = new float[batch.rows()];
+        try (NoGradGuard g = new NoGradGuard()) {
+            for (TreePacking.MicroBatch part : TreePacking.plan(batch, budget, maxPack, cost(model.config()))) {
+                try (PointerScope scope = new PointerScope()) {
+                    Inputs in = inputs(batch, part, model);
+                    TokenBatch mb = in.packed.rows();
+                    int n = mb.rows();
+                    if (n == 0) continue;
+                    // unique (logit row, label) pairs: a branch point's slot predicts one token per child
+                    long[] pair = in.packed.pairIndex();
+                    Map<Long, Integer> ids = new HashMap<>();
+                    int[] tokenOf = new int[n];
+                    long[] rowOf = new long[n], labelOf = new long[n];
+                    int u = 0;
+                    for (int k = 0; k < n; k++) {
+                        long key = pair[k] * (long) model.config().vocab() + mb.label()[k];
+                        Integer id = ids.get(key);
+                        if (id == null) {
+                            ids.put(key, id = u);
+                            rowOf[u] = pair[k];
+                            labelOf[u] = mb.label()[k];
+                            u++;
+                        }
+                        tokenOf[k] = id;
+                    }
+                    Tensor logits = uniqueLogits(model, in);
+                    if (u != logits.size(0) || !ascending(rowOf, u)) logits = logits.index_select(0, to(Tensor.create(java.util.Arrays.copyOf(rowOf, u), u), model));
+                    TorchTokenStats.Stats st = TorchTokenStats.forward(logits, to(Tensor.create(java.util.Arrays.copyOf(labelOf, u), u), model),
+                            temperature, null, vocabLimit);
+                    float[] lp = TorchTensors.hostFloats(st.logprob()), h = TorchTensors.hostFloats(st.entropy());
+                    int[] rows = batch.rowsOf(in.packed.sequences());
+                    for (int k = 0; k < n; k++) {
+                        lps[rows[k]] = lp[tokenOf[k]];
+                        ents[rows[k]] = h[tokenOf[k]];
+                    }
+                }
+            }
+        }
+        return new Trainer.Scores(lps, ents);
+    }
+
+    /** Whether rowOf[0..u) is 0, 1, …, u − 1. */
+    private static boolean ascending(long[] rowOf, int u) {
+        for (int i = 0; i < u; i++) if (rowOf[i] != i) return false;
+        return true;
+    }
+
+    /** The tokens computed per step, packed and unpacked, without running the model (for metrics and benchmarks). */
+    static Work work(TokenBatch batch, PolicyConfig cfg, int budget, int maxPack) {
+        long unique = 0, total = 0;
+        List<TreePacking.MicroBatch> plan = TreePacking.plan(batch, budget, maxPack, cost(cfg));
+        for (TreePacking.MicroBatch mb : plan)
+            for (int[] pack : mb.packs()) {
+                int[] prev = null;
+                for (int s : pack) {
+                    int[] t = batch.sequences().get(s);
+                    total += t.length;
+                    int shared = 0;
+                    if (prev != null) while (shared < Math.min(prev.length, t.length) && prev[shared] == t[shared]) shared++;
+                    unique += t.length - shared;
+                    prev = t;
+                }
+            }
+        return new Work(unique, total, plan.size());
+    }
+
+    private static Tensor noGrad(java.util.function.Supplier<Tensor> body) {
+        try (NoGradGuard g = new NoGradGuard()) {
+            return body.get();
+        }
+    }
+
+    private static Tensor to(Tensor host, ReferencePolicy model) {
+        return model.device().is_cpu() ? host : host.to(model.device(), host.scalar_type());
+    }
+}

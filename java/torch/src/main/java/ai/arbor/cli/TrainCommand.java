@@ -209,6 +209,14 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--micro-batch-tokens", description = "Padded tokens per forward (default 2048).")
         Integer microBatchTokens;
 
+        @Option(names = "--pack-trees", negatable = true, defaultValue = "true", fallbackValue = "true",
+                description = {"Tree-packed update (default on): trajectories sharing a prefix run as one packed sequence, each shared",
+                        "token computed once, the same gradient (docs/training.md). --no-pack-trees: one padded row per trajectory."})
+        boolean packTrees = true;
+
+        @Option(names = "--no-pack", description = "Same as --no-pack-trees.")
+        boolean noPack;
+
         @Option(names = "--threads", description = "libtorch / OpenBLAS threads (default 1: fastest for the tiny model on a small machine).")
         Integer threads;
 
@@ -242,7 +250,7 @@ public final class TrainCommand implements Callable<Integer> {
                     .withMaxGradNorm(or(maxGradNorm, drl.optim().maxGradNorm()));
             TrainingRun.Rl rl = new TrainingRun.Rl(recipe.samples() ? or(steps, drl.steps()) : 0, or(prompts, drl.promptsPerStep()),
                     budgetTokens > 0 || budgetTools > 0 ? new Budget(budgetTokens, budgetTools) : drl.budget(), or(ppoEpochs, drl.ppoEpochs()),
-                    oldLogprobs == null ? drl.oldLogprobs() : oldLogprobs(oldLogprobs), rlOptim);
+                    oldLogprobs == null ? drl.oldLogprobs() : oldLogprobs(oldLogprobs), rlOptim, packTrees && !noPack);
             TrainingRun.Eval de = D.eval();
             TrainingRun.Eval eval = new TrainingRun.Eval(or(evalProblems, de.problems()), or(evalSamples, de.samples()), !noGreedy, de.before());
             return new TrainingRun.Options(r, setup, sft, rl, eval);

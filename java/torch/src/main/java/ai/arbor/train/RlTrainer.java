@@ -237,7 +237,7 @@ public final class RlTrainer implements AutoCloseable {
         // the update by phase (seconds): old / reference log-prob passes (no gradient), the optimizer steps
         long tOld = System.nanoTime();
         if (config.recomputeOld()) {
-            float[] old = Trainer.score(trainer.policy(), batch, temperature, microBatchTokens, vocab).logprobs();
+            float[] old = Trainer.score(trainer.policy(), batch, temperature, microBatchTokens, vocab, trainer.packing()).logprobs();
             double diff = 0;
             for (int k = 0; k < old.length; k++) diff += Math.abs(old[k] - batch.behaviour()[k]);
             batch = batch.withOldLogprobs(old);
@@ -245,10 +245,11 @@ public final class RlTrainer implements AutoCloseable {
         }
         long tRef = System.nanoTime();
         if (config.recipe().needsReference())
-            batch = batch.withRefLogprobs(Trainer.score(reference, batch, temperature, microBatchTokens, vocab).logprobs());
+            batch = batch.withRefLogprobs(Trainer.score(reference, batch, temperature, microBatchTokens, vocab, trainer.packing()).logprobs());
         long tSteps = System.nanoTime();
         m.put("old_logprob_seconds", (tRef - tOld) / 1e9);
         m.put("ref_logprob_seconds", (tSteps - tRef) / 1e9);
+        m.putAll(trainer.packingMetrics(batch));
 
         Random rnd = new Random(seed ^ 0x5DEECE66DL);
         UpdateStats stats = new UpdateStats();

@@ -157,6 +157,20 @@ public final class Trainer implements AutoCloseable {
         return packing;
     }
 
+    /**
+     * What the packed update computes for {@code batch} (metrics of a step; empty when packing is off):
+     * {@code pack/unique_tokens} forwarded, {@code pack/total_tokens} the unpacked passes would forward, their ratio.
+     */
+    public java.util.Map<String, Object> packingMetrics(TokenBatch batch) {
+        java.util.Map<String, Object> m = new java.util.LinkedHashMap<>();
+        if (!packing) return m;
+        PackedPasses.Work w = PackedPasses.work(batch, policy.config(), microBatchTokens, maxPackTokens);
+        m.put("pack/unique_tokens", w.uniqueTokens());
+        m.put("pack/total_tokens", w.totalTokens());
+        m.put("pack/ratio", w.totalTokens() == 0 ? 1.0 : (double) w.uniqueTokens() / w.totalTokens());
+        return m;
+    }
+
     /** The most tokens of one packed sequence. */
     public int maxPackTokens() {
         return maxPackTokens;

@@ -182,8 +182,10 @@ public final class TrainingRun {
      * @param ppoEpochs      passes over each step's batch
      * @param oldLogprobs    behaviour or recomputed old log-probs
      * @param optim          the optimizer and its schedule
+     * @param packTrees      tree-packed update passes ({@link Trainer#packing(boolean)}; docs/training.md "Tree packing")
      */
-    public record Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim) {
+    public record Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim,
+                     boolean packTrees) {
         public Rl {
             if (steps < 0) throw new IllegalArgumentException("RL steps must be >= 0, got " + steps);
             if (promptsPerStep < 1) throw new IllegalArgumentException("promptsPerStep must be >= 1, got " + promptsPerStep);
@@ -192,13 +194,22 @@ public final class TrainingRun {
                 throw new IllegalArgumentException("budget, oldLogprobs and optim are required");
         }
 
+        /** With tree packing on. */
+        public Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim) {
+            this(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, true);
+        }
+
         /** 60 steps × 16 prompts, no budget, one epoch, old log-probs by {@link RlTrainer.OldLogprobs#AUTO}, AdamW 1e-4 constant. */
         public static Rl defaults() {
             return new Rl(60, 16, Budget.UNLIMITED, 1, RlTrainer.OldLogprobs.AUTO, OptimConfig.adamW(1e-4));
         }
 
         public Rl withSteps(int n) {
-            return new Rl(n, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim);
+            return new Rl(n, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, packTrees);
+        }
+
+        public Rl withPackTrees(boolean on) {
+            return new Rl(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, on);
         }
     }
 
@@ -436,7 +447,7 @@ public final class TrainingRun {
         ReferencePolicy reference = !kl ? null
                 : resumed ? ReferencePolicy.load(progress.last.file(Checkpoint.REFERENCE), "auto", ScalarType.Float) : copy(policy);
         try (LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults());
-             Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize());
+             Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize()).packing(o.rl().packTrees());
              RlTrainer rl = new RlTrainer(task, tok, trainer, gen, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))) {
             listener.phase(o.recipe().name(), o.rl().steps());
             listener.message("rl: " + o.recipe().name() + ", " + rl.strategy().name() + ", loss " + rl.lossConfig().clipMode()

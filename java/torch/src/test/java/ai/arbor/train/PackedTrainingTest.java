@@ -182,6 +182,26 @@ class PackedTrainingTest {
         }
     }
 
+    /** The packed fused-linear path (hidden states gathered per pair, the LM head fused with the loss) against the unpacked logits path. */
+    @Test
+    void packedFusedLinearPathGivesTheUnpackedGradients() {
+        long seed = Long.getLong("arbor.seed", System.nanoTime());
+        System.out.println("seed " + seed);
+        Random rnd = new Random(seed);
+        List<boolean[]> masks = new ArrayList<>();
+        List<int[]> seqs = trees(rnd, masks);
+        TokenBatch b = batch(seqs, masks, rnd, QWEN3);
+        PolicyLossConfig loss = Recipe.TREE_GRPO.loss();
+        try (ReferencePolicy p1 = ReferencePolicy.create(QWEN3); ReferencePolicy p2 = ReferencePolicy.create(QWEN3);
+             Trainer plain = new Trainer(p1, OptimConfig.adamW(1e-3), 10, 96, LIMIT).packing(false).fusedLinearAbove(Long.MAX_VALUE);
+             Trainer packed = new Trainer(p2, OptimConfig.adamW(1e-3), 10, 96, LIMIT).packing(true, 64).fusedLinearAbove(0);
+             PointerScope scope = new PointerScope()) {
+            PolicyLossResult a = plain.policyBackward(b, loss), c = packed.policyBackward(b, loss);
+            assertEquals(a.loss(), c.loss(), 1e-7 + 1e-5 * Math.abs(a.loss()), "loss (seed " + seed + ")");
+            compareGradients(plain, packed, p1, "fused linear (seed " + seed + ")");
+        }
+    }
+
     /** Per parameter ‖g_packed − g_plain‖ / ‖g_plain‖ ≤ 1e-5; returns the worst. */
     private static double compareGradients(Trainer plain, Trainer packed, ReferencePolicy named, String what) {
         double worst = 0;

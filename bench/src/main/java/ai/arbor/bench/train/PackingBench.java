@@ -1,0 +1,166 @@
+package ai.arbor.bench.train;
+
+import ai.arbor.generate.LocalGenerator;
+import ai.arbor.kernels.PolicyLossConfig;
+import ai.arbor.rl.Recipe;
+import ai.arbor.rl.StepPipeline;
+import ai.arbor.rl.TokenBatch;
+import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.rollout.Tokenizer;
+import ai.arbor.task.Problem;
+import ai.arbor.task.TrainingTask;
+import ai.arbor.torch.model.CpuThreads;
+import ai.arbor.torch.model.ReferencePolicy;
+import ai.arbor.train.OptimConfig;
+import ai.arbor.train.RlTrainer;
+import ai.arbor.train.Trainer;
+import ai.arbor.train.TrainingRun;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Random;
+import org.bytedeco.pytorch.global.torch.ScalarType;
+
+/**
+ * Tree-packed against unpacked update (docs/training.md "Tree packing"), per RL step of real rollouts: the tokens
+ * the policy forward computes (packed: the unique tokens of the packs; unpacked: every trajectory's tokens), the
+ * ideal ratio (unique tokens of each prompt's group over all of its tokens: perfect sharing, no pack limits), and
+ * the wall time of the update's passes — the old-log-prob pass (no gradient) and the optimizer steps — packed and
+ * unpacked on identical weights. The update is timed twice: as {@link RlTrainer} runs it (the recipe's shuffled
+ * mini-batches, each one optimizer step) and over the whole batch as one mini-batch.
+ *
+ * <pre>
+ * java -cp … ai.arbor.bench.train.PackingBench TASK INIT RECIPES STEPS PROMPTS [SEED]
+ *   TASK     arith | kb
+ *   INIT     a policy checkpoint (e.g. an SFT cold start), or "random" for the default model's initialisation
+ *   RECIPES  comma-separated, e.g. tree-grpo,aepo,grpo (grpo is run with n = 8)
+ * </pre>
+ */
+public final class PackingBench {
+    public static void main(String[] args) throws Exception {
+        String taskName = args.length > 0 ? args[0] : "arith";
+        String init = args.length > 1 ? args[1] : "random";
+        String[] recipes = (args.length > 2 ? args[2] : "tree-grpo,aepo,grpo").split(",");
+        int steps = args.length > 3 ? Integer.parseInt(args[3]) : 3, prompts = args.length > 4 ? Integer.parseInt(args[4]) : 4;
+        long seed = args.length > 5 ? Long.parseLong(args[5]) : 1;
+        CpuThreads.set(1);
+        Tokenizer tok = CharTokenizer.ascii();
+        int budget = TrainingRun.Setup.defaults().microBatchTokens();
+        try (TrainingTask task = TrainingTask.create(taskName, seed, 1000, 10);
+             ReferencePolicy start = init.equals("random") ? ReferencePolicy.create(TrainingRun.Setup.defaults().model())
+                     : ReferencePolicy.load(Path.of(init), "cpu", ScalarType.Float)) {
+            System.out.printf(Locale.ROOT, "task %s, init %s, %d steps x %d prompts, micro-batch %d tokens, model %s%n", taskName, init, steps, prompts,
+                    budget, start.config());
+            System.out.println("| recipe | step | trajectories | trained tokens | tokens unpacked | packed (mini-batches) | packed (whole batch) | ideal "
+                    + "| rollout s | old pass s unpacked / packed | update s unpacked / packed (mini-batches) | update s unpacked / packed (whole batch) |");
+            System.out.println("|---|---|---|---|---|---|---|---|---|---|---|---|");
+            for (String name : recipes) run(Recipe.byName(name.trim()), task, tok, start, steps, prompts, seed, budget);
+        }
+    }
+
+    private static void run(Recipe recipe, TrainingTask task, Tokenizer tok, ReferencePolicy start, int steps, int prompts, long seed, int budget)
+            throws Exception {
+        Recipe r = recipe.name().equals("grpo") ? recipe.withTrajectoriesPerPrompt(8) : recipe;
+        PolicyLossConfig loss = r.loss();
+        int mbs = r.miniBatches();
+        long optSteps = (long) steps * (mbs + 1);
+        try (ReferencePolicy a = copy(start); ReferencePolicy b = copy(start);
+             ReferencePolicy ref = r.needsReference() ? copy(start) : null;
+             Trainer packed = new Trainer(a, OptimConfig.adamW(1e-4), optSteps, budget, tok.vocabSize()).packing(true);
+             Trainer plain = new Trainer(b, OptimConfig.adamW(1e-4), optSteps, budget, tok.vocabSize()).packing(false);
+             LocalGenerator gen = new LocalGenerator(a, tok, LocalGenerator.Options.defaults());
+             RlTrainer rl = new RlTrainer(task, tok, packed, gen, ref, RlTrainer.Config.of(r), budget, 2)) {
+            Random rnd = new Random(seed);
+            for (int s = 0; s < steps; s++) {
+                List<Problem> problems = task.train().subList(s * prompts, (s + 1) * prompts);
+                RlTrainer.Rollout ro = rl.rollout(problems, seed * 1000 + s);
+                StepPipeline.Prepared prep = rl.prepare(ro.scored());
+                TokenBatch batch = prep.batch();
+                if (batch.sequenceCount() == 0) {
+                    System.out.printf(Locale.ROOT, "| %s | %d | nothing trained |%n", r.name(), s + 1);
+                    continue;
+                }
+                float temperature = (float) loss.temperature();
+                if (ref != null) batch = batch.withRefLogprobs(Trainer.score(ref, batch, temperature, budget, tok.vocabSize(), true).logprobs());
+                b.loadParameters(a.namedParameters());   // identical weights for both timings
+                // the old-log-prob pass, both ways (order alternates by step: the machine's load drifts)
+                double[] old = new double[2];
+                for (int k = 0; k < 2; k++) {
+                    boolean pack = (k + s) % 2 == 0;
+                    long t0 = System.nanoTime();
+                    Trainer.score(pack ? a : b, batch, temperature, budget, tok.vocabSize(), pack);
+                    old[pack ? 1 : 0] = (System.nanoTime() - t0) / 1e9;
+                }
+                // the recipe's mini-batches, shuffled as RlTrainer does, then the whole batch at once
+                List<Integer> order = new ArrayList<>();
+                for (int i = 0; i < batch.sequenceCount(); i++) order.add(i);
+                if (mbs > 1) Collections.shuffle(order, rnd);
+                int parts = Math.min(mbs, batch.sequenceCount());
+                List<TokenBatch> minis = new ArrayList<>();
+                for (int m = 0; m < parts; m++) {
+                    List<Integer> part = new ArrayList<>();
+                    for (int i = m; i < order.size(); i += parts) part.add(order.get(i));
+                    minis.add(batch.select(part.stream().mapToInt(Integer::intValue).toArray()));
+                }
+                long uniqueMini = 0;
+                for (TokenBatch mb : minis) uniqueMini += ((Number) packed.packingMetrics(mb).get("pack/unique_tokens")).longValue();
+                Map<String, Object> whole = packed.packingMetrics(batch);
+                double[] upd = new double[2], updWhole = new double[2];
+                for (int k = 0; k < 2; k++) {
+                    boolean pack = (k + s) % 2 == 0;
+                    Trainer t = pack ? packed : plain;
+                    long t0 = System.nanoTime();
+                    for (TokenBatch mb : minis) t.policyStep(mb, loss);
+                    upd[pack ? 1 : 0] = (System.nanoTime() - t0) / 1e9;
+                }
+                b.loadParameters(a.namedParameters());
+                double gradPacked = 0, gradPlain = 0;
+                for (int k = 0; k < 2; k++) {
+                    boolean pack = (k + s) % 2 == 0;
+                    Trainer t = pack ? packed : plain;
+                    long t0 = System.nanoTime();
+                    double g = t.policyStep(batch, loss).gradNorm();
+                    updWhole[pack ? 1 : 0] = (System.nanoTime() - t0) / 1e9;
+                    if (pack) gradPacked = g;
+                    else gradPlain = g;
+                }
+                gen.invalidate();
+                long total = ((Number) whole.get("pack/total_tokens")).longValue();
+                System.out.printf(Locale.ROOT, "| %s | %d | %d | %d | %d | %d (%.2f) | %d (%.2f) | %.2f | %.1f | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f |%n",
+                        r.name(), s + 1, batch.sequenceCount(), batch.rows(), total, uniqueMini, (double) uniqueMini / total,
+                        ((Number) whole.get("pack/unique_tokens")).longValue(), (double) whole.get("pack/ratio"), ideal(batch, ro), ro.seconds(),
+                        old[0], old[1], upd[0], upd[1], updWhole[0], updWhole[1]);
+                System.out.printf(Locale.ROOT, "  (whole-batch step on identical weights: grad norm unpacked %.6g, packed %.6g)%n", gradPlain, gradPacked);
+            }
+        }
+    }
+
+    /** Nodes of each group's prefix trie over all its tokens (perfect sharing, no pack limit): sorted, Σ (length − common prefix with the previous). */
+    private static double ideal(TokenBatch batch, RlTrainer.Rollout ro) {
+        long total = 0, unique = 0;
+        Map<Integer, List<int[]>> seqs = new java.util.HashMap<>();
+        for (int s = 0; s < batch.sequenceCount(); s++)
+            seqs.computeIfAbsent(ro.scored().get(batch.source()[s]).group(), g -> new ArrayList<>()).add(batch.sequences().get(s));
+        for (List<int[]> g : seqs.values()) {
+            g.sort(java.util.Arrays::compare);
+            int[] prev = null;
+            for (int[] t : g) {
+                int shared = 0;
+                if (prev != null) while (shared < Math.min(prev.length, t.length) && prev[shared] == t[shared]) shared++;
+                total += t.length;
+                unique += t.length - shared;
+                prev = t;
+            }
+        }
+        return (double) unique / total;
+    }
+
+    private static ReferencePolicy copy(ReferencePolicy p) {
+        ReferencePolicy c = ReferencePolicy.create(p.config());
+        c.loadParameters(p.namedParameters());
+        return c;
+    }
+}

@@ -85,6 +85,12 @@ public final class PackingBench {
                 }
                 float temperature = (float) loss.temperature();
                 if (ref != null) batch = batch.withRefLogprobs(Trainer.score(ref, batch, temperature, budget, tok.vocabSize(), true).logprobs());
+                if (s == 0) {   // warm-up of both paths (first-call allocations, JIT), untimed
+                    packed.policyStep(batch, loss);
+                    plain.policyStep(batch, loss);
+                    Trainer.score(a, batch, temperature, budget, tok.vocabSize(), true);
+                    Trainer.score(b, batch, temperature, budget, tok.vocabSize(), false);
+                }
                 b.loadParameters(a.namedParameters());   // identical weights for both timings
                 // the old-log-prob pass, both ways (order alternates by step: the machine's load drifts)
                 double[] old = new double[2];

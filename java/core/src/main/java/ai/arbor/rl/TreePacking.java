@@ -160,9 +160,62 @@ public final class TreePacking {
      * @param pairIndex   per row of {@link #rows}, its predicting slot as an index into {@link #logitRows}
      * @param uniqueTokens tokens in the packs (the nodes of the tries)
      * @param totalTokens  tokens of the sequences unpacked (Σ lengths)
+     * @param paths        per sequence of {@link #rows}, the flattened slot of each of its positions
+     * @param shared       per sequence of {@link #rows}, how many leading positions it shares with the sequence before
+     *                     it in its pack (those slots belong to an earlier sequence; the rest are its own)
      */
     public record Packed(TokenBatch rows, int[] sequences, int packs, int width, long[] tokens, long[] positions, int[] parent,
-                         boolean[] valid, long[] logitRows, long[] pairIndex, int uniqueTokens, int totalTokens) {
+                         boolean[] valid, long[] logitRows, long[] pairIndex, int uniqueTokens, int totalTokens, int[][] paths, int[] shared) {
+
+        /**
+         * The packed tokens as one flat row of unique tokens with attention along each sequence's path (the layout
+         * {@code ReferencePolicy.forwardPathRows} reads): every unique slot is computed once, and attention runs per
+         * sequence over the slots it owns (its positions from {@code shared} on) as queries and its whole path as
+         * keys, causal in depth — so attention costs what the unpacked sequences' does, never the square of a pack.
+         */
+        public PathAttention pathAttention() {
+            int slots = packs * width;
+            int[] compact = new int[slots];
+            Arrays.fill(compact, -1);
+            int u = 0;
+            for (int i = 0; i < slots; i++) if (valid[i]) compact[i] = u++;
+            long[] tok = new long[u], pos = new long[u];
+            for (int i = 0; i < slots; i++)
+                if (valid[i]) {
+                    tok[compact[i]] = tokens[i];
+                    pos[compact[i]] = positions[i];
+                }
+            long[] rowsOut = new long[logitRows.length];
+            for (int i = 0; i < rowsOut.length; i++) rowsOut[i] = compact[(int) logitRows[i]];
+            List<Integer> owners = new ArrayList<>();
+            int lq = 1, lk = 1;
+            for (int i = 0; i < paths.length; i++)
+                if (paths[i].length > shared[i]) {
+                    owners.add(i);
+                    lq = Math.max(lq, paths[i].length - shared[i]);
+                    lk = Math.max(lk, paths[i].length);
+                }
+            int n = owners.size();
+            long[] q = new long[Math.multiplyExact(n, lq)], k = new long[Math.multiplyExact(n, lk)], scatter = new long[u];
+            boolean[] mask = new boolean[Math.multiplyExact(Math.multiplyExact(n, lq), lk)];
+            for (int a = 0; a < n; a++) {
+                int[] path = paths[owners.get(a)];
+                int from = shared[owners.get(a)];
+                for (int t = 0; t < path.length; t++) k[a * lk + t] = compact[path[t]];
+                for (int j = 0; j < lq; j++) {
+                    int depth = from + j;
+                    boolean real = depth < path.length;
+                    if (real) {
+                        q[a * lq + j] = compact[path[depth]];
+                        scatter[compact[path[depth]]] = (long) a * lq + j;
+                    }
+                    int base = (a * lq + j) * lk;
+                    if (real) for (int t = 0; t <= depth; t++) mask[base + t] = true;
+                    else mask[base] = true;   // a padding query reads key 0 (no empty softmax row); its output is dropped
+                }
+            }
+            return new PathAttention(tok, pos, rowsOut, n, lq, lk, q, k, mask, scatter);
+        }
 
         /**
          * The ancestor mask, [packs × width × width] row-major: {@code mask[b][q][k]} is true iff slot k is q itself
@@ -179,17 +232,36 @@ public final class TreePacking {
         }
     }
 
+    /**
+     * The flat path-attention layout of a {@link Packed} micro-batch.
+     *
+     * @param tokens     [U] the unique tokens
+     * @param positions  [U] their depths
+     * @param logitRows  indices into [U] of the slots that predict a trained token (the order of {@link Packed#logitRows})
+     * @param sequences  attention rows: the sequences that own at least one slot
+     * @param queries    query slots per attention row (padded)
+     * @param keys       key slots per attention row (padded)
+     * @param queryIndex [sequences × queries] the owned slots (0 in padding)
+     * @param keyIndex   [sequences × keys] the path's slots (0 in padding)
+     * @param mask       [sequences × queries × keys] query j (depth shared + j) reads keys of depth ≤ its own
+     * @param scatter    [U] per slot, its row in the flattened [sequences × queries] attention output
+     */
+    public record PathAttention(long[] tokens, long[] positions, long[] logitRows, int sequences, int queries, int keys, long[] queryIndex,
+                                long[] keyIndex, boolean[] mask, long[] scatter) {}
+
     /** The packed layout of {@code mb}'s packs of {@code batch}. */
     public static Packed pack(TokenBatch batch, MicroBatch mb) {
         if (batch == null || mb == null) throw new IllegalArgumentException("batch and micro-batch are required");
         int packs = mb.packs().length;
         int[] size = new int[packs];
         int[][][] paths = new int[packs][][];
+        int[][] sharedOf = new int[packs][];
         int total = 0;
         for (int b = 0; b < packs; b++) {
             int[] seqs = mb.packs()[b];
             if (seqs.length == 0) throw new IllegalArgumentException("pack " + b + " is empty");
             paths[b] = new int[seqs.length][];
+            sharedOf[b] = new int[seqs.length];
             int[] prev = null;
             int[] prevPath = null;
             for (int j = 0; j < seqs.length; j++) {
@@ -200,6 +272,7 @@ public final class TreePacking {
                 int[] path = new int[toks.length];
                 for (int p = 0; p < toks.length; p++) path[p] = p < shared ? prevPath[p] : size[b]++;
                 paths[b][j] = path;
+                sharedOf[b][j] = shared;
                 prev = toks;
                 prevPath = path;
                 total += toks.length;
@@ -225,12 +298,15 @@ public final class TreePacking {
         int[] seqs = mb.sequences();
         TokenBatch rows = batch.select(seqs);
         // per selected sequence: its pack and path
-        int[] packOf = new int[seqs.length];
-        int[][] pathOf = new int[seqs.length][];
+        int[] packOf = new int[seqs.length], sharedWith = new int[seqs.length];
+        int[][] pathOf = new int[seqs.length][], flatPaths = new int[seqs.length][];
         for (int b = 0, i = 0; b < packs; b++)
             for (int j = 0; j < paths[b].length; j++, i++) {
                 packOf[i] = b;
                 pathOf[i] = paths[b][j];
+                sharedWith[i] = sharedOf[b][j];
+                flatPaths[i] = new int[pathOf[i].length];
+                for (int p = 0; p < pathOf[i].length; p++) flatPaths[i][p] = b * width + pathOf[i][p];
             }
         int n = rows.rows();
         long[] flat = new long[n];
@@ -241,6 +317,7 @@ public final class TreePacking {
         long[] unique = Arrays.stream(flat).distinct().sorted().toArray();
         long[] pair = new long[n];
         for (int k = 0; k < n; k++) pair[k] = Arrays.binarySearch(unique, flat[k]);
-        return new Packed(rows, seqs, packs, width, tokens, positions, parent, valid, unique, pair, Arrays.stream(size).sum(), total);
+        return new Packed(rows, seqs, packs, width, tokens, positions, parent, valid, unique, pair, Arrays.stream(size).sum(), total,
+                flatPaths, sharedWith);
     }
 }

@@ -113,6 +113,19 @@ class TreePackingTest {
                     assertEquals(t[r.position()[k] - 1], p.tokens()[slot], "predicting slot's token (seed " + seed + ")");
                     assertEquals(r.position()[k] - 1, p.positions()[slot], "predicting slot's depth (seed " + seed + ")");
                 }
+                // path attention: each unique slot is computed by exactly one query row, which reads its path (depth ≤ its own)
+                TreePacking.PathAttention pa = p.pathAttention();
+                assertEquals(p.uniqueTokens(), pa.tokens().length);
+                for (int slot = 0; slot < pa.tokens().length; slot++) {
+                    int row = (int) pa.scatter()[slot], a = row / pa.queries();
+                    assertEquals(slot, pa.queryIndex()[row], "scatter row computes the slot (seed " + seed + ")");
+                    for (int t = 0; t < pa.keys(); t++) {
+                        boolean reads = pa.mask()[row * pa.keys() + t];
+                        if (reads) assertTrue(pa.positions()[(int) pa.keyIndex()[a * pa.keys() + t]] == t && t <= pa.positions()[slot],
+                                "reads its own ancestors only (seed " + seed + ")");
+                        else assertTrue(t > pa.positions()[slot], "reads every ancestor (seed " + seed + ")");
+                    }
+                }
                 boolean[] m = p.mask();
                 for (int q = 0; q < p.packs() * p.width(); q++) {
                     Set<Integer> anc = new HashSet<>();

@@ -24,9 +24,10 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
 /**
  * The tree-packed passes of the update (docs/algorithms.md §9, docs/training.md "Tree packing"): the policy
  * loss with its gradient, and the no-gradient log-prob passes (old and reference log-probs), over the
- * micro-batches of {@link TreePacking#plan}. Per micro-batch the policy runs once over the packed sequences
- * (ancestor mask, position ids = depth; {@link ReferencePolicy#forwardRows(Tensor, Tensor, Tensor, Tensor)}),
- * the LM head only at the unique slots that predict a trained token; the loss kernel then reads one row per
+ * micro-batches of {@link TreePacking#plan}. Per micro-batch the policy runs once over the unique tokens
+ * (position ids = depth; {@link ReferencePolicy#forwardPathRows}: projections and MLP once per unique token,
+ * attention per sequence along its path, so never the square of a pack), the LM head only at the unique slots
+ * that predict a trained token; the loss kernel then reads one row per
  * (trajectory, token) pair — {@code index_select} of the unique logit rows, whose backward adds the pairs'
  * gradients into the shared row — with each pair's own advantage, old log-prob, weight and sequence id, so every
  * loss (clip, dual clip, AEPO, GSPO, CISPO, KL, entropy bonus, every aggregation) is the unpacked one. A
@@ -39,43 +40,52 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
 final class PackedPasses {
     private PackedPasses() {}
 
-    /** The cost model of {@code cfg} (which sequences join a pack). */
-    static TreePacking.Cost cost(PolicyConfig cfg) {
-        return TreePacking.Cost.of(cfg.dModel(), cfg.layers(), cfg.heads(), cfg.kvHeads(), cfg.headDim(), cfg.ffnDim());
-    }
+    /**
+     * Which sequences join a pack: every one that shares a prefix (within the pack size). Path attention costs what
+     * the unpacked sequences' attention does, so joining always saves the shared tokens' work ({@link
+     * TreePacking.Cost#of} models the dense-mask forward instead).
+     */
+    static final TreePacking.Cost COST = TreePacking.Cost.tokensOnly();
 
     /** What the packed passes computed: tokens in the packs against tokens of the sequences unpacked. */
     record Work(long uniqueTokens, long totalTokens, int microBatches) {}
 
     /** A packed micro-batch's model inputs on the model's device. */
-    private record Inputs(TreePacking.Packed packed, Tensor tokens, Tensor positions, Tensor mask, Tensor logitRows, Tensor pairIndex,
+    private record Inputs(TreePacking.Packed packed, Tensor tokens, ReferencePolicy.PathBatch paths, Tensor logitRows, Tensor pairIndex,
                           Tensor labels, boolean chains, boolean identity) {}
 
     private static Inputs inputs(TokenBatch batch, TreePacking.MicroBatch mb, ReferencePolicy model) {
         TreePacking.Packed p = TreePacking.pack(batch, mb);
         boolean chains = true;
         for (int[] pack : mb.packs()) chains &= pack.length == 1;
-        Tensor tok = to(Tensor.create(p.tokens(), p.packs(), p.width()), model);
-        Tensor pos = null, mask = null;
-        if (!chains) {
-            pos = to(Tensor.create(p.positions(), p.packs(), p.width()), model);
-            boolean[] m = p.mask();
-            byte[] bytes = new byte[m.length];
-            for (int i = 0; i < m.length; i++) bytes[i] = (byte) (m[i] ? 1 : 0);
-            mask = to(Tensor.create(bytes, p.packs(), p.width(), p.width()).to(ScalarType.Bool), model);
+        Tensor tok = null, rows;
+        ReferencePolicy.PathBatch paths = null;
+        if (chains) {   // every pack one sequence: the padded rows of the plain causal forward
+            tok = to(Tensor.create(p.tokens(), p.packs(), p.width()), model);
+            rows = to(Tensor.create(p.logitRows(), p.logitRows().length), model);
+        } else {
+            TreePacking.PathAttention a = p.pathAttention();
+            byte[] bytes = new byte[a.mask().length];
+            for (int i = 0; i < bytes.length; i++) bytes[i] = (byte) (a.mask()[i] ? 1 : 0);
+            paths = new ReferencePolicy.PathBatch(to(Tensor.create(a.tokens(), a.tokens().length), model),
+                    to(Tensor.create(a.positions(), a.positions().length), model), to(Tensor.create(a.queryIndex(), a.queryIndex().length), model),
+                    to(Tensor.create(a.keyIndex(), a.keyIndex().length), model),
+                    to(Tensor.create(bytes, a.sequences(), a.queries(), a.keys()).to(ScalarType.Bool), model),
+                    to(Tensor.create(a.scatter(), a.scatter().length), model));
+            rows = to(Tensor.create(a.logitRows(), a.logitRows().length), model);
         }
         long[] pair = p.pairIndex();
         boolean identity = pair.length == p.logitRows().length;
         for (int k = 0; identity && k < pair.length; k++) identity = pair[k] == k;
         long[] labels = new long[p.rows().rows()];
         for (int k = 0; k < labels.length; k++) labels[k] = p.rows().label()[k];
-        return new Inputs(p, tok, pos, mask, to(Tensor.create(p.logitRows(), p.logitRows().length), model),
-                to(Tensor.create(pair, pair.length), model), to(Tensor.create(labels, labels.length), model), chains, identity);
+        return new Inputs(p, tok, paths, rows, to(Tensor.create(pair, pair.length), model), to(Tensor.create(labels, labels.length), model),
+                chains, identity);
     }
 
     /** Logits at the unique predicting slots, [U, V]. */
     private static Tensor uniqueLogits(ReferencePolicy model, Inputs in) {
-        return in.chains ? model.forwardRows(in.tokens, in.logitRows) : model.forwardRows(in.tokens, in.logitRows, in.positions, in.mask);
+        return in.chains ? model.forwardRows(in.tokens, in.logitRows) : model.forwardPathRows(in.paths, in.logitRows);
     }
 
     /** Logits of the loss rows (one per pair), [N, V]: the unique rows gathered (autograd adds the pairs' gradients back). */
@@ -91,7 +101,7 @@ final class PackedPasses {
     static Work policyLoss(ReferencePolicy policy, TokenBatch batch, PolicyLossConfig c, int budget, int maxPack, int vocabLimit,
                            long fusedLinearAboveBytes, boolean backward, Consumer<PolicyLossResult> sink) {
         boolean kl = c.klType() != ai.arbor.kernels.KlType.NONE;
-        List<TreePacking.MicroBatch> plan = TreePacking.plan(batch, budget, maxPack, cost(policy.config()));
+        List<TreePacking.MicroBatch> plan = TreePacking.plan(batch, budget, maxPack, COST);
         long unique = 0, total = 0;
         for (TreePacking.MicroBatch part : plan) {
             try (PointerScope scope = new PointerScope()) {
@@ -128,8 +138,13 @@ final class PackedPasses {
 
     /** Final hidden states of the loss rows, [N, D] (gathered from the unique predicting slots). */
     private static Tensor pairHidden(ReferencePolicy policy, Inputs in) {
-        Tensor h = in.chains ? policy.hidden(in.tokens) : policy.hidden(in.tokens, in.positions, in.mask);
-        Tensor u = h.reshape(h.size(0) * h.size(1), h.size(2)).index_select(0, in.logitRows);
+        Tensor u;
+        if (in.chains) {
+            Tensor h = policy.hidden(in.tokens);
+            u = h.reshape(h.size(0) * h.size(1), h.size(2)).index_select(0, in.logitRows);
+        } else {
+            u = policy.pathHidden(in.paths).index_select(0, in.logitRows);
+        }
         return in.identity ? u : u.index_select(0, in.pairIndex);
     }
 
@@ -140,7 +155,7 @@ final class PackedPasses {
     static Trainer.Scores score(ReferencePolicy model, TokenBatch batch, float temperature, int budget, int maxPack, int vocabLimit) {
         float[] lps = new float[batch.rows()], ents = new float[batch.rows()];
         try (NoGradGuard g = new NoGradGuard()) {
-            for (TreePacking.MicroBatch part : TreePacking.plan(batch, budget, maxPack, cost(model.config()))) {
+            for (TreePacking.MicroBatch part : TreePacking.plan(batch, budget, maxPack, COST)) {
                 try (PointerScope scope = new PointerScope()) {
                     Inputs in = inputs(batch, part, model);
                     TokenBatch mb = in.packed.rows();
@@ -188,7 +203,7 @@ final class PackedPasses {
     /** The tokens computed per step, packed and unpacked, without running the model (for metrics and benchmarks). */
     static Work work(TokenBatch batch, PolicyConfig cfg, int budget, int maxPack) {
         long unique = 0, total = 0;
-        List<TreePacking.MicroBatch> plan = TreePacking.plan(batch, budget, maxPack, cost(cfg));
+        List<TreePacking.MicroBatch> plan = TreePacking.plan(batch, budget, maxPack, COST);
         for (TreePacking.MicroBatch mb : plan)
             for (int[] pack : mb.packs()) {
                 int[] prev = null;

@@ -318,6 +318,78 @@ public final class ReferencePolicy implements AutoCloseable {
         });
     }
 
+    /**
+     * The inputs of a path-attention forward ({@link #forwardPathRows}): unique tokens computed once, attention
+     * per sequence along its path (the layout of {@code ai.arbor.rl.TreePacking.PathAttention}).
+     *
+     * @param tokens     [U] token ids
+     * @param positions  [U] rotary positions (depths)
+     * @param queryIndex [n·Lq] per attention row the slots whose outputs it computes (padding: any slot)
+     * @param keyIndex   [n·Lk] per attention row the slots it reads (padding: any slot, masked out)
+     * @param mask       bool [n, Lq, Lk]: query j of row i reads key t (every row admits at least one key)
+     * @param scatter    [U] per slot, its row in the flattened [n·Lq] attention output
+     */
+    public record PathBatch(Tensor tokens, Tensor positions, Tensor queryIndex, Tensor keyIndex, Tensor mask, Tensor scatter) {}
+
+    /**
+     * Tree-packed training forward without a dense mask (docs/algorithms.md §9): logits [rows, V] at {@code rows}
+     * (indices into the U slots). Projections, MLP and norms run once per unique slot; attention gathers each
+     * row's queries and its path's keys and values ({@code index_select}, whose backward adds into the shared
+     * slots), so its cost is that of the unpacked sequences.
+     */
+    public Tensor forwardPathRows(PathBatch in, Tensor rows) {
+        return scoped(() -> {
+            Tensor h = pathHiddenInScope(in);
+            Tensor idx = rows.to(device, ScalarType.Long);
+            if (idx.dim() != 1) throw new IllegalArgumentException("rows must be 1-D, got " + idx.dim() + "-D");
+            checkRange("row", idx, h.size(0));
+            return logits(h.index_select(0, idx));
+        });
+    }
+
+    /** Final hidden states [U, D] of a path-attention batch. */
+    public Tensor pathHidden(PathBatch in) {
+        return scoped(() -> pathHiddenInScope(in));
+    }
+
+    private Tensor pathHiddenInScope(PathBatch in) {
+        ensureOpen();
+        if (in == null) throw new IllegalArgumentException("path batch is null");
+        Tensor tok = in.tokens().to(device, ScalarType.Long);
+        if (tok.dim() != 1 || tok.size(0) < 1) throw new IllegalArgumentException("tokens must be [U], U >= 1, got " + java.util.Arrays.toString(Tensors.shape(tok)));
+        long u = tok.size(0);
+        checkRange("token", tok, config.vocab());
+        Tensor pos = in.positions().to(device, ScalarType.Long);
+        if (pos.dim() != 1 || pos.size(0) != u) throw new IllegalArgumentException("positions must be [" + u + "], got " + java.util.Arrays.toString(Tensors.shape(pos)));
+        checkRange("position", pos, config.maxSeq());
+        Tensor m = in.mask().to(device, ScalarType.Bool);
+        if (m.dim() != 3) throw new IllegalArgumentException("mask must be [n, Lq, Lk], got " + java.util.Arrays.toString(Tensors.shape(m)));
+        long n = m.size(0), lq = m.size(1), lk = m.size(2);
+        Tensor qi = in.queryIndex().to(device, ScalarType.Long), ki = in.keyIndex().to(device, ScalarType.Long), sc = in.scatter().to(device, ScalarType.Long);
+        if (qi.dim() != 1 || qi.size(0) != n * lq) throw new IllegalArgumentException("queryIndex must have " + n * lq + " entries, got " + qi.numel());
+        if (ki.dim() != 1 || ki.size(0) != n * lk) throw new IllegalArgumentException("keyIndex must have " + n * lk + " entries, got " + ki.numel());
+        if (sc.dim() != 1 || sc.size(0) != u) throw new IllegalArgumentException("scatter must have " + u + " entries, got " + sc.numel());
+        checkRange("query slot", qi, u);
+        checkRange("key slot", ki, u);
+        checkRange("scatter row", sc, n * lq);
+        Tensor m4 = m.unsqueeze(1);   // [n, 1, Lq, Lk], broadcast over heads
+        int hd = config.headDim(), h = config.heads(), kv = config.kvHeads();
+        long half = hd / 2;
+        return autocasting(() -> {
+            Tensor x = embed.index_select(0, tok);                                   // [U, D]
+            Tensor cos = ropeCos.index_select(0, pos).view(u, 1, half), sin = ropeSin.index_select(0, pos).view(u, 1, half);
+            Attention paths = (l, q, k, v) -> {                                      // q [U, H, hd], k and v [U, K, hd]
+                Tensor qs = q.index_select(0, qi).view(n, lq, h, hd).transpose(1, 2);
+                Tensor ks = k.index_select(0, ki).view(n, lk, kv, hd).transpose(1, 2);
+                Tensor vs = v.index_select(0, ki).view(n, lk, kv, hd).transpose(1, 2);
+                Tensor o = torch.scaled_dot_product_attention(qs, ks, vs, new TensorOptional(m4), 0.0, false, new DoubleOptional(), kv != h);
+                return o.transpose(1, 2).reshape(n * lq, (long) h * hd).index_select(0, sc);   // [U, H·hd]
+            };
+            for (int l = 0; l < blocks.length; l++) x = block(l, x, cos, sin, paths);
+            return rmsNorm(x, finalNorm);
+        });
+    }
+
     /** Final hidden states [B, T, D] of packed sequences (positions and mask as in {@link #forwardRows(Tensor, Tensor, Tensor, Tensor)}). */
     public Tensor hidden(Tensor tokens, Tensor positions, Tensor mask) {
         return scoped(() -> maskedHiddenInScope(tokens, positions, mask));

@@ -196,7 +196,7 @@ public final class TreePacking {
                     lk = Math.max(lk, paths[i].length);
                 }
             int n = owners.size();
-            long[] q = new long[Math.multiplyExact(n, lq)], k = new long[Math.multiplyExact(n, lk)], scatter = new long[u];
+            long[] q = new long[Math.multiplyExact(n, lq)], k = new long[Math.multiplyExact(n, lk)], scatter = new long[u], causal = new long[u];
             boolean[] mask = new boolean[Math.multiplyExact(Math.multiplyExact(n, lq), lk)];
             for (int a = 0; a < n; a++) {
                 int[] path = paths[owners.get(a)];
@@ -208,13 +208,14 @@ public final class TreePacking {
                     if (real) {
                         q[a * lq + j] = compact[path[depth]];
                         scatter[compact[path[depth]]] = (long) a * lq + j;
+                        causal[compact[path[depth]]] = (long) a * lk + depth;
                     }
                     int base = (a * lq + j) * lk;
                     if (real) for (int t = 0; t <= depth; t++) mask[base + t] = true;
                     else mask[base] = true;   // a padding query reads key 0 (no empty softmax row); its output is dropped
                 }
             }
-            return new PathAttention(tok, pos, rowsOut, n, lq, lk, q, k, mask, scatter);
+            return new PathAttention(tok, pos, rowsOut, n, lq, lk, q, k, mask, scatter, causal);
         }
 
         /**
@@ -245,9 +246,12 @@ public final class TreePacking {
      * @param keyIndex   [sequences × keys] the path's slots (0 in padding)
      * @param mask       [sequences × queries × keys] query j (depth shared + j) reads keys of depth ≤ its own
      * @param scatter    [U] per slot, its row in the flattened [sequences × queries] attention output
+     * @param causalScatter [U] per slot, its row in the flattened [sequences × keys] output of causal attention over
+     *                   each whole path (queries = keys = {@link #keyIndex}: the shared queries are recomputed in
+     *                   attention only, and the causal kernel needs no mask)
      */
     public record PathAttention(long[] tokens, long[] positions, long[] logitRows, int sequences, int queries, int keys, long[] queryIndex,
-                                long[] keyIndex, boolean[] mask, long[] scatter) {}
+                                long[] keyIndex, boolean[] mask, long[] scatter, long[] causalScatter) {}
 
     /** The packed layout of {@code mb}'s packs of {@code batch}. */
     public static Packed pack(TokenBatch batch, MicroBatch mb) {

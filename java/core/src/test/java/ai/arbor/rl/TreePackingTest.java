@@ -119,6 +119,8 @@ class TreePackingTest {
                 for (int slot = 0; slot < pa.tokens().length; slot++) {
                     int row = (int) pa.scatter()[slot], a = row / pa.queries();
                     assertEquals(slot, pa.queryIndex()[row], "scatter row computes the slot (seed " + seed + ")");
+                    assertEquals(slot, pa.keyIndex()[(int) pa.causalScatter()[slot]], "causal scatter row is the slot's (seed " + seed + ")");
+                    assertEquals(pa.positions()[slot], pa.causalScatter()[slot] % pa.keys(), "at its depth on the path (seed " + seed + ")");
                     for (int t = 0; t < pa.keys(); t++) {
                         boolean reads = pa.mask()[row * pa.keys() + t];
                         if (reads) assertTrue(pa.positions()[(int) pa.keyIndex()[a * pa.keys() + t]] == t && t <= pa.positions()[slot],

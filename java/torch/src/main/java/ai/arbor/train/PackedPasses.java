@@ -19,7 +19,6 @@ import org.bytedeco.pytorch.BoolOptional;
 import org.bytedeco.pytorch.NoGradGuard;
 import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.TensorArrayRefOptional;
-import org.bytedeco.pytorch.global.torch.ScalarType;
 
 /**
  * The tree-packed passes of the update (docs/algorithms.md §9, docs/training.md "Tree packing"): the policy
@@ -64,14 +63,12 @@ final class PackedPasses {
             tok = to(Tensor.create(p.tokens(), p.packs(), p.width()), model);
             rows = to(Tensor.create(p.logitRows(), p.logitRows().length), model);
         } else {
+            // causal attention along each whole path (the causal kernel, no mask); only the owned outputs are kept
             TreePacking.PathAttention a = p.pathAttention();
-            byte[] bytes = new byte[a.mask().length];
-            for (int i = 0; i < bytes.length; i++) bytes[i] = (byte) (a.mask()[i] ? 1 : 0);
+            Tensor keys = to(Tensor.create(a.keyIndex(), a.keyIndex().length), model);
             paths = new ReferencePolicy.PathBatch(to(Tensor.create(a.tokens(), a.tokens().length), model),
-                    to(Tensor.create(a.positions(), a.positions().length), model), to(Tensor.create(a.queryIndex(), a.queryIndex().length), model),
-                    to(Tensor.create(a.keyIndex(), a.keyIndex().length), model),
-                    to(Tensor.create(bytes, a.sequences(), a.queries(), a.keys()).to(ScalarType.Bool), model),
-                    to(Tensor.create(a.scatter(), a.scatter().length), model));
+                    to(Tensor.create(a.positions(), a.positions().length), model), keys, keys, null,
+                    to(Tensor.create(a.causalScatter(), a.causalScatter().length), model), a.sequences());
             rows = to(Tensor.create(a.logitRows(), a.logitRows().length), model);
         }
         long[] pair = p.pairIndex();

@@ -263,6 +263,55 @@ class PackedTrainingTest {
         }
     }
 
+    /**
+     * Path attention, both forms (an explicit mask over each sequence's owned queries, and causal attention along
+     * whole paths), on random trees: the logits at every unique slot equal the plain causal forward of a sequence
+     * through it.
+     */
+    @Test
+    void pathAttentionLogitsEqualEachSequencesCausalForward() {
+        long seed = Long.getLong("arbor.seed", System.nanoTime());
+        System.out.println("seed " + seed);
+        Random rnd = new Random(seed);
+        List<boolean[]> masks = new ArrayList<>();
+        List<int[]> seqs = trees(rnd, masks);
+        TokenBatch b = batch(seqs, masks, rnd, QWEN3);
+        try (ReferencePolicy p = ReferencePolicy.create(QWEN3); PointerScope scope = new PointerScope()) {
+            for (ai.arbor.rl.TreePacking.MicroBatch mb : ai.arbor.rl.TreePacking.plan(b, 1 << 12, 1 << 12, ai.arbor.rl.TreePacking.Cost.tokensOnly())) {
+                ai.arbor.rl.TreePacking.Packed pk = ai.arbor.rl.TreePacking.pack(b, mb);
+                ai.arbor.rl.TreePacking.PathAttention a = pk.pathAttention();
+                int u = a.tokens().length, v = QWEN3.vocab();
+                long[] all = new long[u];
+                for (int i = 0; i < u; i++) all[i] = i;
+                byte[] mask = new byte[a.mask().length];
+                for (int i = 0; i < mask.length; i++) mask[i] = (byte) (a.mask()[i] ? 1 : 0);
+                Tensor tok = Tensor.create(a.tokens(), u), pos = Tensor.create(a.positions(), u), keys = Tensor.create(a.keyIndex(), a.keyIndex().length);
+                float[] masked = values(p.forwardPathRows(new ReferencePolicy.PathBatch(tok, pos, Tensor.create(a.queryIndex(), a.queryIndex().length), keys,
+                        Tensor.create(mask, a.sequences(), a.queries(), a.keys()).to(ScalarType.Bool), Tensor.create(a.scatter(), u), a.sequences()),
+                        Tensor.create(all, u)));
+                float[] causal = values(p.forwardPathRows(new ReferencePolicy.PathBatch(tok, pos, keys, keys, null, Tensor.create(a.causalScatter(), u),
+                        a.sequences()), Tensor.create(all, u)));
+                // per sequence of the micro-batch: its causal forward, compared at each of its slots
+                boolean[] seen = new boolean[u];
+                int[] compact = new int[pk.packs() * pk.width()];
+                for (int i = 0, c = 0; i < compact.length; i++) compact[i] = pk.valid()[i] ? c++ : -1;
+                for (int s = 0; s < pk.paths().length; s++) {
+                    int[] t = pk.rows().sequences().get(s);
+                    float[] want = values(p.forward(new int[][] {t}));
+                    for (int d = 0; d < t.length; d++) {
+                        int slot = compact[pk.paths()[s][d]];
+                        seen[slot] = true;
+                        for (int j = 0; j < v; j++) {
+                            assertEquals(want[d * v + j], masked[slot * v + j], 1e-5, "masked form, slot " + slot + " (seed " + seed + ")");
+                            assertEquals(want[d * v + j], causal[slot * v + j], 1e-5, "causal form, slot " + slot + " (seed " + seed + ")");
+                        }
+                    }
+                }
+                for (int i = 0; i < u; i++) assertTrue(seen[i], "every slot is on a path");
+            }
+        }
+    }
+
     static float[] values(Tensor t) {
         return TrainerTest.values(t.detach());
     }

@@ -326,10 +326,13 @@ public final class ReferencePolicy implements AutoCloseable {
      * @param positions  [U] rotary positions (depths)
      * @param queryIndex [n·Lq] per attention row the slots whose outputs it computes (padding: any slot)
      * @param keyIndex   [n·Lk] per attention row the slots it reads (padding: any slot, masked out)
-     * @param mask       bool [n, Lq, Lk]: query j of row i reads key t (every row admits at least one key)
+     * @param mask       bool [n, Lq, Lk]: query j of row i reads key t (every row admits at least one key); null =
+     *                   causal attention along each row's path (then {@code queryIndex} must equal {@code keyIndex},
+     *                   Lq = Lk, given by {@code rows})
      * @param scatter    [U] per slot, its row in the flattened [n·Lq] attention output
+     * @param rows       n, the attention rows (read when {@code mask} is null)
      */
-    public record PathBatch(Tensor tokens, Tensor positions, Tensor queryIndex, Tensor keyIndex, Tensor mask, Tensor scatter) {}
+    public record PathBatch(Tensor tokens, Tensor positions, Tensor queryIndex, Tensor keyIndex, Tensor mask, Tensor scatter, long rows) {}
 
     /**
      * Tree-packed training forward without a dense mask (docs/algorithms.md §9): logits [rows, V] at {@code rows}
@@ -362,9 +365,12 @@ public final class ReferencePolicy implements AutoCloseable {
         Tensor pos = in.positions().to(device, ScalarType.Long);
         if (pos.dim() != 1 || pos.size(0) != u) throw new IllegalArgumentException("positions must be [" + u + "], got " + java.util.Arrays.toString(Tensors.shape(pos)));
         checkRange("position", pos, config.maxSeq());
-        Tensor m = in.mask().to(device, ScalarType.Bool);
-        if (m.dim() != 3) throw new IllegalArgumentException("mask must be [n, Lq, Lk], got " + java.util.Arrays.toString(Tensors.shape(m)));
-        long n = m.size(0), lq = m.size(1), lk = m.size(2);
+        boolean causal = in.mask() == null;
+        Tensor m = causal ? null : in.mask().to(device, ScalarType.Bool);
+        if (!causal && m.dim() != 3) throw new IllegalArgumentException("mask must be [n, Lq, Lk], got " + java.util.Arrays.toString(Tensors.shape(m)));
+        if (causal && (in.rows() < 1 || in.keyIndex().numel() % in.rows() != 0))
+            throw new IllegalArgumentException("causal path attention: keyIndex (" + in.keyIndex().numel() + " entries) is not rows (" + in.rows() + ") × length");
+        long n = causal ? in.rows() : m.size(0), lk = causal ? in.keyIndex().numel() / n : m.size(2), lq = causal ? lk : m.size(1);
         Tensor qi = in.queryIndex().to(device, ScalarType.Long), ki = in.keyIndex().to(device, ScalarType.Long), sc = in.scatter().to(device, ScalarType.Long);
         if (qi.dim() != 1 || qi.size(0) != n * lq) throw new IllegalArgumentException("queryIndex must have " + n * lq + " entries, got " + qi.numel());
         if (ki.dim() != 1 || ki.size(0) != n * lk) throw new IllegalArgumentException("keyIndex must have " + n * lk + " entries, got " + ki.numel());
@@ -372,7 +378,7 @@ public final class ReferencePolicy implements AutoCloseable {
         checkRange("query slot", qi, u);
         checkRange("key slot", ki, u);
         checkRange("scatter row", sc, n * lq);
-        Tensor m4 = m.unsqueeze(1);   // [n, 1, Lq, Lk], broadcast over heads
+        TensorOptional m4 = causal ? new TensorOptional() : new TensorOptional(m.unsqueeze(1));   // [n, 1, Lq, Lk], broadcast over heads
         int hd = config.headDim(), h = config.heads(), kv = config.kvHeads();
         long half = hd / 2;
         return autocasting(() -> {
@@ -382,7 +388,7 @@ public final class ReferencePolicy implements AutoCloseable {
                 Tensor qs = q.index_select(0, qi).view(n, lq, h, hd).transpose(1, 2);
                 Tensor ks = k.index_select(0, ki).view(n, lk, kv, hd).transpose(1, 2);
                 Tensor vs = v.index_select(0, ki).view(n, lk, kv, hd).transpose(1, 2);
-                Tensor o = torch.scaled_dot_product_attention(qs, ks, vs, new TensorOptional(m4), 0.0, false, new DoubleOptional(), kv != h);
+                Tensor o = torch.scaled_dot_product_attention(qs, ks, vs, m4, 0.0, causal, new DoubleOptional(), kv != h);
                 return o.transpose(1, 2).reshape(n * lq, (long) h * hd).index_select(0, sc);   // [U, H·hd]
             };
             for (int l = 0; l < blocks.length; l++) x = block(l, x, cos, sin, paths);

@@ -44,6 +44,10 @@ public final class PackingBench {
     static final int REPS = 2;
 
     public static void main(String[] args) throws Exception {
+        if (args.length > 0 && args[0].equals("synthetic")) {
+            synthetic(args);
+            return;
+        }
         String taskName = args.length > 0 ? args[0] : "arith";
         String init = args.length > 1 ? args[1] : "random";
         String[] recipes = (args.length > 2 ? args[2] : "tree-grpo,aepo,grpo").split(",");
@@ -61,6 +65,72 @@ public final class PackingBench {
                     + "| rollout s | old pass s unpacked / packed | update s unpacked / packed (mini-batches) | update s unpacked / packed (whole batch) |");
             System.out.println("|---|---|---|---|---|---|---|---|---|---|---|---|");
             for (String name : recipes) run(Recipe.byName(name.trim()), task, tok, start, steps, prompts, seed, budget);
+        }
+    }
+
+    /**
+     * {@code synthetic D LAYERS PROMPT RESPONSE N GROUPS}: GROUPS groups of N chains (a shared prompt of PROMPT
+     * random tokens, then RESPONSE random trained tokens each) on a random model of width D (4 query / 2 KV heads,
+     * SwiGLU 4·D... 8/3·D); one whole-batch policy step and one old-log-prob pass, packed and unpacked, fastest of
+     * {@value #REPS} alternating runs.
+     */
+    private static void synthetic(String[] args) {
+        int d = Integer.parseInt(args[1]), layers = Integer.parseInt(args[2]), prompt = Integer.parseInt(args[3]), resp = Integer.parseInt(args[4]);
+        int n = Integer.parseInt(args[5]), groups = Integer.parseInt(args[6]);
+        CpuThreads.set(1);
+        ai.arbor.torch.model.PolicyConfig cfg = new ai.arbor.torch.model.PolicyConfig(101, d, layers, 4, 2, (d * 8 / 3 + 7) / 8 * 8, prompt + resp + 1,
+                10_000.0, 1e-6, true, 3);
+        Random rnd = new Random(1);
+        List<int[]> seqs = new ArrayList<>();
+        List<Integer> sid = new ArrayList<>(), pos = new ArrayList<>();
+        for (int g = 0; g < groups; g++) {
+            int[] p = new int[prompt];
+            for (int i = 0; i < prompt; i++) p[i] = 1 + rnd.nextInt(100);
+            for (int c = 0; c < n; c++) {
+                int[] t = java.util.Arrays.copyOf(p, prompt + resp);
+                for (int i = prompt; i < t.length; i++) {
+                    t[i] = 1 + rnd.nextInt(100);
+                    sid.add(seqs.size());
+                    pos.add(i);
+                }
+                seqs.add(t);
+            }
+        }
+        int rows = sid.size();
+        int[] label = new int[rows], src = new int[seqs.size()], seqId = sid.stream().mapToInt(Integer::intValue).toArray(),
+                position = pos.stream().mapToInt(Integer::intValue).toArray();
+        for (int k = 0; k < rows; k++) label[k] = seqs.get(seqId[k])[position[k]];
+        for (int i = 0; i < src.length; i++) src[i] = i;
+        float[] w = new float[rows], adv = new float[rows], old = new float[rows];
+        for (int k = 0; k < rows; k++) {
+            w[k] = 1;
+            adv[k] = (seqId[k] % 2 == 0 ? 1 : -1);
+            old[k] = -4.6f;
+        }
+        TokenBatch batch = new TokenBatch(seqs, src, seqId, position, label, null, old, null, adv, w, null, null);
+        PolicyLossConfig loss = Recipe.GRPO.loss().toBuilder().klType(ai.arbor.kernels.KlType.NONE).klCoef(0).build();
+        int budget = TrainingRun.Setup.defaults().microBatchTokens();
+        try (ReferencePolicy a = ReferencePolicy.create(cfg); ReferencePolicy b = ReferencePolicy.create(cfg);
+             Trainer packed = new Trainer(a, OptimConfig.adamW(1e-4), 100, budget, 101).packing(true);
+             Trainer plain = new Trainer(b, OptimConfig.adamW(1e-4), 100, budget, 101).packing(false)) {
+            Map<String, Object> m = packed.packingMetrics(batch);
+            double[] step = {Double.MAX_VALUE, Double.MAX_VALUE}, score = {Double.MAX_VALUE, Double.MAX_VALUE};
+            for (int k = 0; k < 2 * REPS + 2; k++) {   // the first pair warms up
+                boolean pack = k % 2 == 0;
+                long t0 = System.nanoTime();
+                (pack ? packed : plain).policyStep(batch, loss);
+                double st = (System.nanoTime() - t0) / 1e9;
+                t0 = System.nanoTime();
+                Trainer.score(pack ? a : b, batch, 1f, budget, 101, pack);
+                double sc = (System.nanoTime() - t0) / 1e9;
+                if (k >= 2) {
+                    step[pack ? 1 : 0] = Math.min(step[pack ? 1 : 0], st);
+                    score[pack ? 1 : 0] = Math.min(score[pack ? 1 : 0], sc);
+                }
+            }
+            System.out.printf(Locale.ROOT, "| d %d, %d layers | %d x %d chains, prompt %d, response %d | %s / %s (%.2f) | %.3f / %.3f (%.2fx) | %.3f / %.3f (%.2fx) |%n",
+                    d, layers, groups, n, prompt, resp, m.get("pack/unique_tokens"), m.get("pack/total_tokens"), (double) m.get("pack/ratio"),
+                    score[0], score[1], score[0] / score[1], step[0], step[1], step[0] / step[1]);
         }
     }
 

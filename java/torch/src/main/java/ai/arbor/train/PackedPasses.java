@@ -46,6 +46,17 @@ final class PackedPasses {
      */
     static final TreePacking.Cost COST = TreePacking.Cost.tokensOnly();
 
+    /** {@link Trainer.Packing#AUTO}'s threshold: the largest packed / unpacked token ratio at which packing a model of width {@code dModel} pays. */
+    static double worthRatio(int dModel) {
+        return dModel >= 256 ? 0.9 : dModel >= 128 ? 0.7 : 0.45;
+    }
+
+    /** Whether packing {@code batch} is expected to save time ({@link #worthRatio}). */
+    static boolean worthIt(TokenBatch batch, PolicyConfig cfg, int budget, int maxPack) {
+        Work w = work(batch, cfg, budget, maxPack);
+        return w.totalTokens() > 0 && w.uniqueTokens() <= worthRatio(cfg.dModel()) * w.totalTokens();
+    }
+
     /** What the packed passes computed: tokens in the packs against tokens of the sequences unpacked. */
     record Work(long uniqueTokens, long totalTokens, int microBatches) {}
 

@@ -237,7 +237,7 @@ public final class RlTrainer implements AutoCloseable {
         // the update by phase (seconds): old / reference log-prob passes (no gradient), the optimizer steps
         long tOld = System.nanoTime();
         if (config.recomputeOld()) {
-            float[] old = Trainer.score(trainer.policy(), batch, temperature, microBatchTokens, vocab, trainer.packing()).logprobs();
+            float[] old = Trainer.score(trainer.policy(), batch, temperature, microBatchTokens, vocab, trainer.packs(batch)).logprobs();
             double diff = 0;
             for (int k = 0; k < old.length; k++) diff += Math.abs(old[k] - batch.behaviour()[k]);
             batch = batch.withOldLogprobs(old);
@@ -245,7 +245,7 @@ public final class RlTrainer implements AutoCloseable {
         }
         long tRef = System.nanoTime();
         if (config.recipe().needsReference())
-            batch = batch.withRefLogprobs(Trainer.score(reference, batch, temperature, microBatchTokens, vocab, trainer.packing()).logprobs());
+            batch = batch.withRefLogprobs(Trainer.score(reference, batch, temperature, microBatchTokens, vocab, trainer.packs(batch)).logprobs());
         long tSteps = System.nanoTime();
         m.put("old_logprob_seconds", (tRef - tOld) / 1e9);
         m.put("ref_logprob_seconds", (tSteps - tRef) / 1e9);

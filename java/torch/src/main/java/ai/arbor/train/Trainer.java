@@ -63,11 +63,25 @@ public final class Trainer implements AutoCloseable {
     private final int vocabLimit;
     /** Micro-batches whose fp32 logits would exceed this many bytes use the fused linear loss. */
     private long fusedLinearAboveBytes = DEFAULT_FUSED_LINEAR_ABOVE_BYTES;
-    /** Tree packing of the policy-loss passes (docs/training.md "Tree packing"), on by default. */
-    private boolean packing = true;
+    /** Tree packing of the policy-loss passes (docs/training.md "Tree packing"); {@link Packing#AUTO} by default. */
+    private Packing packing = Packing.AUTO;
     private int maxPackTokens = DEFAULT_MAX_PACK_TOKENS;
 
-    /** Default of {@link #packing(boolean, int)}'s pack size: the dense ancestor mask is quadratic in it. */
+    /** When the policy-loss passes are tree-packed. */
+    public enum Packing {
+        /** Never: one padded causal row per trajectory. */
+        OFF,
+        /**
+         * Where it is measured to save time (bench/RESULTS.md "Tree-packed update"): when the packed tokens are at most
+         * {@link PackedPasses#worthRatio} of the unpacked ones — 0.45 below d = 128, 0.7 below d = 256, 0.9 from there
+         * on (at d = 64 per-operator overhead and attention dominate, so only large sharing pays).
+         */
+        AUTO,
+        /** Always. */
+        ALWAYS
+    }
+
+    /** Default of {@link #packing(boolean, int)}'s pack size. */
     public static final int DEFAULT_MAX_PACK_TOKENS = 2048;
 
     /**
@@ -137,14 +151,11 @@ public final class Trainer implements AutoCloseable {
      * Tree packing of the policy loss and of {@link #score(ReferencePolicy, TokenBatch, float, int, int, boolean)}
      * (docs/algorithms.md §9): sequences sharing a prefix run as one packed sequence (ancestor mask, position ids
      * = depth), each shared token computed once, the gradient the unpacked one; a sequence joins a pack only where
-     * that saves work, packs hold at most {@code maxPackTokens} tokens. On by default; off, every sequence is its
-     * own padded row.
+     * that saves work, packs hold at most {@code maxPackTokens} tokens. {@code on}: {@link Packing#ALWAYS}, else
+     * {@link Packing#OFF}; the default is {@link Packing#AUTO}.
      */
     public Trainer packing(boolean on, int maxPackTokens) {
-        if (maxPackTokens < 1) throw new IllegalArgumentException("maxPackTokens must be >= 1, got " + maxPackTokens);
-        this.packing = on;
-        this.maxPackTokens = maxPackTokens;
-        return this;
+        return packing(on ? Packing.ALWAYS : Packing.OFF, maxPackTokens);
     }
 
     /** {@link #packing(boolean, int)} with the current pack size. */
@@ -152,9 +163,27 @@ public final class Trainer implements AutoCloseable {
         return packing(on, maxPackTokens);
     }
 
-    /** Whether the policy-loss passes are tree-packed. */
-    public boolean packing() {
+    /** The packing mode, and the most unique tokens of one pack. */
+    public Trainer packing(Packing mode, int maxPackTokens) {
+        if (mode == null) throw new IllegalArgumentException("packing mode is null");
+        if (maxPackTokens < 1) throw new IllegalArgumentException("maxPackTokens must be >= 1, got " + maxPackTokens);
+        this.packing = mode;
+        this.maxPackTokens = maxPackTokens;
+        return this;
+    }
+
+    /** The packing mode. */
+    public Packing packing() {
         return packing;
+    }
+
+    /** Whether the passes over {@code batch} are packed (the mode; for {@link Packing#AUTO} the batch's sharing and the model's width). */
+    public boolean packs(TokenBatch batch) {
+        return switch (packing) {
+            case OFF -> false;
+            case ALWAYS -> true;
+            case AUTO -> PackedPasses.worthIt(batch, policy.config(), microBatchTokens, maxPackTokens);
+        };
     }
 
     /**
@@ -163,11 +192,12 @@ public final class Trainer implements AutoCloseable {
      */
     public java.util.Map<String, Object> packingMetrics(TokenBatch batch) {
         java.util.Map<String, Object> m = new java.util.LinkedHashMap<>();
-        if (!packing) return m;
+        if (packing == Packing.OFF) return m;
         PackedPasses.Work w = PackedPasses.work(batch, policy.config(), microBatchTokens, maxPackTokens);
         m.put("pack/unique_tokens", w.uniqueTokens());
         m.put("pack/total_tokens", w.totalTokens());
         m.put("pack/ratio", w.totalTokens() == 0 ? 1.0 : (double) w.uniqueTokens() / w.totalTokens());
+        m.put("pack/used", packs(batch) ? 1 : 0);
         return m;
     }
 
@@ -300,7 +330,7 @@ public final class Trainer implements AutoCloseable {
             throw new IllegalArgumentException("policy-gradient batches need old log-probs and advantages: " + batch);
         PolicyLossConfig c = cfg.aggNormalizer() > 0 ? cfg : cfg.withAggNormalizer(batch.normalizer(cfg.agg()));
         LossSums sums = new LossSums();
-        if (packing) {
+        if (packs(batch)) {
             PackedPasses.policyLoss(policy, batch, c, microBatchTokens, maxPackTokens, vocabLimit, fusedLinearAboveBytes, backward, sums::add);
             return sums.result(c.aggNormalizer());
         }

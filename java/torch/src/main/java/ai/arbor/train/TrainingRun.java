@@ -182,7 +182,7 @@ public final class TrainingRun {
      * @param ppoEpochs      passes over each step's batch
      * @param oldLogprobs    behaviour or recomputed old log-probs
      * @param optim          the optimizer and its schedule
-     * @param packTrees      tree-packed update passes ({@link Trainer#packing(boolean)}; docs/training.md "Tree packing")
+     * @param packTrees      tree-packed update passes where they pay ({@link Trainer.Packing#AUTO}; false: off; docs/training.md "Tree packing")
      */
     public record Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim,
                      boolean packTrees) {
@@ -194,7 +194,7 @@ public final class TrainingRun {
                 throw new IllegalArgumentException("budget, oldLogprobs and optim are required");
         }
 
-        /** With tree packing on. */
+        /** With tree packing where it pays. */
         public Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim) {
             this(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, true);
         }
@@ -447,7 +447,7 @@ public final class TrainingRun {
         ReferencePolicy reference = !kl ? null
                 : resumed ? ReferencePolicy.load(progress.last.file(Checkpoint.REFERENCE), "auto", ScalarType.Float) : copy(policy);
         try (LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults());
-             Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize()).packing(o.rl().packTrees());
+             Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize()).packing(o.rl().packTrees() ? Trainer.Packing.AUTO : Trainer.Packing.OFF, Trainer.DEFAULT_MAX_PACK_TOKENS);
              RlTrainer rl = new RlTrainer(task, tok, trainer, gen, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))) {
             listener.phase(o.recipe().name(), o.rl().steps());
             listener.message("rl: " + o.recipe().name() + ", " + rl.strategy().name() + ", loss " + rl.lossConfig().clipMode()

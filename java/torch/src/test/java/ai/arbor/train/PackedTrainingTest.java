@@ -312,6 +312,40 @@ class PackedTrainingTest {
         }
     }
 
+    /** AUTO packs a batch only when its packed tokens are a small enough share of the unpacked ones for the model's width. */
+    @Test
+    void autoPacksOnlyWhereSharingIsLarge() {
+        Random rnd = new Random(3);
+        List<int[]> shared = new ArrayList<>(), apart = new ArrayList<>();
+        List<boolean[]> m1 = new ArrayList<>(), m2 = new ArrayList<>();
+        int[] prompt = new int[40];
+        for (int i = 0; i < prompt.length; i++) prompt[i] = 1 + rnd.nextInt(LIMIT - 1);
+        for (int c = 0; c < 8; c++) {   // 8 chains of a 40-token prompt + 5: 80 unique of 360 tokens (0.22)
+            int[] t = java.util.Arrays.copyOf(prompt, 45);
+            boolean[] m = new boolean[45];
+            for (int i = 40; i < 45; i++) {
+                t[i] = 1 + rnd.nextInt(LIMIT - 1);
+                m[i] = true;
+            }
+            t[40] = 1 + c;   // the chains part at their first response token
+            shared.add(t);
+            m1.add(m);
+            int[] u = t.clone();
+            u[0] = 1 + c;    // the same chains with distinct first tokens: nothing shared
+            apart.add(u);
+            m2.add(m.clone());
+        }
+        TokenBatch a = batch(shared, m1, rnd, CHAR), b = batch(apart, m2, rnd, CHAR);
+        assertEquals(80, PackedPasses.work(a, CHAR, 1 << 12, 2048).uniqueTokens());
+        try (ReferencePolicy p = ReferencePolicy.create(CHAR); Trainer t = new Trainer(p, OptimConfig.adamW(1e-3), 10, 1 << 12, LIMIT)) {
+            assertEquals(Trainer.Packing.AUTO, t.packing(), "the default");
+            assertTrue(t.packs(a), "0.22 of the tokens: packed");
+            assertTrue(!t.packs(b), "no sharing: not packed");
+            assertTrue(!t.packing(Trainer.Packing.OFF, 2048).packs(a), "off");
+            assertTrue(t.packing(Trainer.Packing.ALWAYS, 2048).packs(b), "always");
+        }
+    }
+
     static float[] values(Tensor t) {
         return TrainerTest.values(t.detach());
     }

@@ -81,7 +81,17 @@ public final class TreePacking {
      * budget alone). Every sequence of the batch is in exactly one pack.
      */
     public static List<MicroBatch> plan(TokenBatch batch, int budget, int maxPack, Cost cost) {
+        return plan(batch, budget, maxPack, cost, Long.MAX_VALUE);
+    }
+
+    /**
+     * As {@link #plan(TokenBatch, int, int, Cost)}, a pack and a micro-batch also holding sequences of at most
+     * {@code maxUnpacked} tokens in all (their unpacked length: what path attention gathers keys and values for),
+     * unless one sequence is longer.
+     */
+    public static List<MicroBatch> plan(TokenBatch batch, int budget, int maxPack, Cost cost, long maxUnpacked) {
         if (batch == null || cost == null) throw new IllegalArgumentException("batch and cost are required");
+        if (maxUnpacked < 1) throw new IllegalArgumentException("maxUnpacked must be >= 1, got " + maxUnpacked);
         if (budget < 1) throw new IllegalArgumentException("budget must be >= 1, got " + budget);
         if (maxPack < 1) throw new IllegalArgumentException("maxPack must be >= 1, got " + maxPack);
         int n = batch.sequenceCount();
@@ -93,29 +103,36 @@ public final class TreePacking {
         });
         List<int[]> packs = new ArrayList<>();
         List<Integer> sizes = new ArrayList<>();
+        List<Long> totals = new ArrayList<>();
         List<Integer> cur = new ArrayList<>();
         int size = 0;
+        long total = 0;
         int[] prev = null;
         for (int s : order) {
             int[] toks = batch.sequences().get(s);
             int shared = prev == null ? 0 : commonPrefix(prev, toks);
             int added = toks.length - shared;
-            if (!cur.isEmpty() && shared > 0 && size + added <= maxPack && cost.join(size, added) < cost.lone(toks.length)) {
+            if (!cur.isEmpty() && shared > 0 && size + added <= maxPack && total + toks.length <= maxUnpacked
+                    && cost.join(size, added) < cost.lone(toks.length)) {
                 cur.add(s);
                 size += added;
+                total += toks.length;
             } else {
                 if (!cur.isEmpty()) {
                     packs.add(cur.stream().mapToInt(Integer::intValue).toArray());
                     sizes.add(size);
+                    totals.add(total);
                 }
                 cur = new ArrayList<>(List.of(s));
                 size = toks.length;
+                total = toks.length;
             }
             prev = toks;
         }
         if (!cur.isEmpty()) {
             packs.add(cur.stream().mapToInt(Integer::intValue).toArray());
             sizes.add(size);
+            totals.add(total);
         }
         Integer[] byPack = new Integer[packs.size()];
         for (int i = 0; i < byPack.length; i++) byPack[i] = i;
@@ -123,15 +140,18 @@ public final class TreePacking {
         List<MicroBatch> out = new ArrayList<>();
         List<int[]> mb = new ArrayList<>();
         int longest = 0;
+        long unpacked = 0;
         for (int p : byPack) {
             int l = Math.max(longest, sizes.get(p));
-            if (!mb.isEmpty() && (long) l * (mb.size() + 1) > budget) {
+            if (!mb.isEmpty() && ((long) l * (mb.size() + 1) > budget || unpacked + totals.get(p) > maxUnpacked)) {
                 out.add(new MicroBatch(mb.toArray(new int[0][])));
                 mb.clear();
                 l = sizes.get(p);
+                unpacked = 0;
             }
             mb.add(packs.get(p));
             longest = l;
+            unpacked += totals.get(p);
         }
         if (!mb.isEmpty()) out.add(new MicroBatch(mb.toArray(new int[0][])));
         return out;

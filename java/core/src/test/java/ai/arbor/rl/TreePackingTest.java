@@ -89,13 +89,15 @@ class TreePackingTest {
             }
             TokenBatch b = allTrained(seqs);
             int budget = 8 + rnd.nextInt(64), maxPack = 4 + rnd.nextInt(40);
-            List<TreePacking.MicroBatch> plan = TreePacking.plan(b, budget, maxPack, TreePacking.Cost.tokensOnly());
+            long maxUnpacked = rnd.nextBoolean() ? Long.MAX_VALUE : 10 + rnd.nextInt(60);
+            List<TreePacking.MicroBatch> plan = TreePacking.plan(b, budget, maxPack, TreePacking.Cost.tokensOnly(), maxUnpacked);
             int[] seen = new int[n];
             long rows = 0;
             for (TreePacking.MicroBatch mb : plan) {
                 for (int s : mb.sequences()) seen[s]++;
                 TreePacking.Packed p = TreePacking.pack(b, mb);
                 assertTrue(p.packs() * p.width() <= budget || p.packs() == 1, "micro-batch within the budget (seed " + seed + ")");
+                assertTrue(p.totalTokens() <= maxUnpacked || mb.sequences().length == 1, "unpacked tokens within the bound (seed " + seed + ")");
                 int unique = 0;
                 for (int[] pack : mb.packs()) {
                     Set<String> prefixes = new HashSet<>();

@@ -46,6 +46,12 @@ final class PackedPasses {
      */
     static final TreePacking.Cost COST = TreePacking.Cost.tokensOnly();
 
+    /**
+     * A packed micro-batch's sequences hold at most this many times the token budget unpacked: path attention
+     * gathers keys and values per sequence, so this bounds its memory at that multiple of an unpacked micro-batch's.
+     */
+    static final long UNPACKED_PER_BUDGET = 4;
+
     /** {@link Trainer.Packing#AUTO}'s threshold: the largest packed / unpacked token ratio at which packing a model of width {@code dModel} pays. */
     static double worthRatio(int dModel) {
         return dModel >= 256 ? 0.9 : dModel >= 128 ? 0.7 : 0.45;
@@ -109,7 +115,7 @@ final class PackedPasses {
     static Work policyLoss(ReferencePolicy policy, TokenBatch batch, PolicyLossConfig c, int budget, int maxPack, int vocabLimit,
                            long fusedLinearAboveBytes, boolean backward, Consumer<PolicyLossResult> sink) {
         boolean kl = c.klType() != ai.arbor.kernels.KlType.NONE;
-        List<TreePacking.MicroBatch> plan = TreePacking.plan(batch, budget, maxPack, COST);
+        List<TreePacking.MicroBatch> plan = TreePacking.plan(batch, budget, maxPack, COST, UNPACKED_PER_BUDGET * budget);
         long unique = 0, total = 0;
         for (TreePacking.MicroBatch part : plan) {
             try (PointerScope scope = new PointerScope()) {
@@ -163,7 +169,7 @@ final class PackedPasses {
     static Trainer.Scores score(ReferencePolicy model, TokenBatch batch, float temperature, int budget, int maxPack, int vocabLimit) {
         float[] lps = new float[batch.rows()], ents = new float[batch.rows()];
         try (NoGradGuard g = new NoGradGuard()) {
-            for (TreePacking.MicroBatch part : TreePacking.plan(batch, budget, maxPack, COST)) {
+            for (TreePacking.MicroBatch part : TreePacking.plan(batch, budget, maxPack, COST, UNPACKED_PER_BUDGET * budget)) {
                 try (PointerScope scope = new PointerScope()) {
                     Inputs in = inputs(batch, part, model);
                     TokenBatch mb = in.packed.rows();
@@ -211,7 +217,7 @@ final class PackedPasses {
     /** The tokens computed per step, packed and unpacked, without running the model (for metrics and benchmarks). */
     static Work work(TokenBatch batch, PolicyConfig cfg, int budget, int maxPack) {
         long unique = 0, total = 0;
-        List<TreePacking.MicroBatch> plan = TreePacking.plan(batch, budget, maxPack, COST);
+        List<TreePacking.MicroBatch> plan = TreePacking.plan(batch, budget, maxPack, COST, UNPACKED_PER_BUDGET * budget);
         for (TreePacking.MicroBatch mb : plan)
             for (int[] pack : mb.packs()) {
                 int[] prev = null;

@@ -566,12 +566,14 @@ public final class CompletionServer implements AutoCloseable {
 
     private Output output(Generation g, Parsed p, boolean chat) {
         int n = g.length();
-        // vLLM drops the stop string from the output unless include_stop_str_in_output: drop the tokens
-        // that complete it (exact for character-level tokenizers; a token straddling the boundary is kept)
+        // vLLM drops the stop string from the output unless include_stop_str_in_output: the text ends where
+        // the stop string begins; the tokens (and their logprobs) that complete it are dropped, a token
+        // straddling the boundary kept
         if (g.finishReason() == FinishReason.STOP_STRING && !p.includeStop()) {
             String full = tokenizer.decode(g.tokens(), 0, n);
             int cut = full.lastIndexOf(g.stopString());
             while (n > 0 && tokenizer.decode(g.tokens(), 0, n - 1).length() >= cut) n--;
+            return new Output(n, full.substring(0, Math.max(0, cut)));
         }
         int shown = n;
         // chat: the EOS (<|im_end|>) that ends the turn is a special token, not content (vLLM's skip_special_tokens)

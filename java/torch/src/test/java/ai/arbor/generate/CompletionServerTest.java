@@ -109,7 +109,7 @@ class CompletionServerTest {
         // greedy: the sampled token is the best alternative
         double best = lp.path("top_logprobs").get(0).elements().next().asDouble();
         assertEquals(best, lp.path("token_logprobs").get(0).asDouble(), 1e-6);
-        for (String bad : new String[] {"{\"prompt\":\"x\",\"n\":2}", "{\"prompt\":[1,2,9999]}", "{\"max_tokens\":3}", "not json",
+        for (String bad : new String[] {"{\"prompt\":\"x\",\"n\":0}", "{\"prompt\":[1,2,9999]}", "{\"max_tokens\":3}", "not json",
                 "{\"prompt\":\"x\",\"temperature\":-1}"}) {
             HttpResponse<String> e = c.send(HttpRequest.newBuilder(URI.create(server.baseUrl() + "/v1/completions"))
                     .POST(HttpRequest.BodyPublishers.ofString(bad)).build(), HttpResponse.BodyHandlers.ofString());

@@ -173,7 +173,7 @@ public final class CompletionServer implements AutoCloseable {
     /** As {@link #start(LocalGenerator, Tokenizer, Options, String, int)} with {@link Options#basic}. */
     public static CompletionServer start(LocalGenerator generator, Tokenizer tokenizer, String model, String host, int port,
                                          int threads, Duration requestTimeout) throws IOException {
-        return start(generator, tokenizer, Options.basic(model, Integer.MAX_VALUE, threads, requestTimeout), host, port);
+        return start(generator, tokenizer, Options.basic(model, generator.maxSeq(), threads, requestTimeout), host, port);
     }
 
     /** Serves {@code generator} on {@code host:port} (port 0 picks a free one). */
@@ -468,9 +468,9 @@ public final class CompletionServer implements AutoCloseable {
         if (n < 1 || n > options.maxN()) throw bad("n must be in [1, " + options.maxN() + "], got " + n, "n");
         if (b.hasNonNull("best_of") && intField(b, "best_of", n) != n) throw bad("best_of other than n is not supported", "best_of");
         if (maxTokens < 1) throw bad("max_tokens must be >= 1, got " + maxTokens, "max_tokens");
-        if (prompt.length + maxTokens > options.maxModelLen())
+        if ((long) prompt.length + maxTokens > options.maxModelLen())
             throw bad("This model's maximum context length is " + options.maxModelLen() + " tokens. However, you requested "
-                    + (prompt.length + maxTokens) + " tokens (" + prompt.length + " in the messages, " + maxTokens
+                    + ((long) prompt.length + maxTokens) + " tokens (" + prompt.length + " in the messages, " + maxTokens
                     + " in the completion). Please reduce the length of the messages or completion.", "max_tokens");
         double temperature = number(b, "temperature", 1.0);
         double topP = number(b, "top_p", 1.0);
@@ -833,9 +833,9 @@ public final class CompletionServer implements AutoCloseable {
                 : new LocalGenerator.Detailed(g, new int[][] {t.topIds()}, new float[][] {t.topLps()});
     }
 
-    private static ObjectNode chunkChoice(int index, boolean chat) {
+    private static ObjectNode chunkChoice(int index, @SuppressWarnings("unused") boolean chat) {
         ObjectNode c = JSON.createObjectNode().put("index", index);
-        if (chat) c.putNull("logprobs");
+        c.putNull("logprobs");
         return c;
     }
 

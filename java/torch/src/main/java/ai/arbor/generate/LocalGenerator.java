@@ -246,6 +246,11 @@ public final class LocalGenerator implements Generator {
         return futures;
     }
 
+    /** The policy's context length (its positions): a context plus its generation never exceeds it. */
+    public int maxSeq() {
+        return maxSeq;
+    }
+
     /** The weight version of new generations ("0" until {@link #updateWeights} sets one). */
     public String weightVersion() {
         return weightVersion;

@@ -114,7 +114,18 @@ class CompletionServerTest {
             HttpResponse<String> e = c.send(HttpRequest.newBuilder(URI.create(server.baseUrl() + "/v1/completions"))
                     .POST(HttpRequest.BodyPublishers.ofString(bad)).build(), HttpResponse.BodyHandlers.ofString());
             assertEquals(400, e.statusCode(), bad + " -> " + e.body());
-            assertTrue(json.readTree(e.body()).path("error").path("message").asText().length() > 3);
+            JsonNode err = json.readTree(e.body()).path("error");
+            assertTrue(err.path("message").asText().length() > 3);
+            assertEquals("BadRequestError", err.path("type").asText(), e.body());
+            assertEquals(400, err.path("code").asInt(), e.body());
+            assertTrue(err.has("param"), e.body());
         }
+        // the offending field is named
+        HttpResponse<String> e = c.send(HttpRequest.newBuilder(URI.create(server.baseUrl() + "/v1/completions"))
+                .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":\"x\",\"top_k\":-2}")).build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals("top_k", json.readTree(e.body()).path("error").path("param").asText(), e.body());
+        // the model list reports the policy's context length
+        HttpResponse<String> models = c.send(HttpRequest.newBuilder(URI.create(server.baseUrl() + "/v1/models")).build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals(policy.config().maxSeq(), json.readTree(models.body()).path("data").get(0).path("max_model_len").asInt());
     }
 }

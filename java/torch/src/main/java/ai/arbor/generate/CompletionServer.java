@@ -759,6 +759,18 @@ public final class CompletionServer implements AutoCloseable {
                     int[] toks = s.tokens.stream().mapToInt(Integer::intValue).toArray();
                     String text = tokenizer.decode(toks, 0, toks.length);
                     int hold = maxStop > 0 ? maxStop - 1 : 0;
+                    if (!p.includeStop()) {
+                        // a completed stop string ends the text where it begins (the generation finishes at this token)
+                        int cut = -1;
+                        for (String stop : p.stops()) {
+                            int at = text.indexOf(stop);
+                            if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+                        }
+                        if (cut >= 0) {
+                            text = text.substring(0, cut);
+                            hold = 0;
+                        }
+                    }
                     if (p.parseTools()) {
                         int open = text.indexOf(TOOL_OPEN);
                         if (open >= 0) {
@@ -770,7 +782,7 @@ public final class CompletionServer implements AutoCloseable {
                     int upTo = hold == Integer.MAX_VALUE ? s.sentChars : Math.max(s.sentChars, text.length() - hold);
                     while (upTo > s.sentChars && Character.isHighSurrogate(text.charAt(upTo - 1))) upTo--;
                     if (upTo > s.sentChars && text.charAt(upTo - 1) == '\uFFFD') upTo = s.sentChars;  // an incomplete UTF-8 sequence
-                    String delta = text.substring(s.sentChars, upTo);
+                    String delta = upTo <= s.sentChars || upTo > text.length() ? "" : text.substring(s.sentChars, upTo);
                     s.sentChars = upTo;
                     if (delta.isEmpty() && !p.logprobs() && !p.returnTokenIds()) continue;
                     ObjectNode c = chunkChoice(t.choice(), chat);

@@ -83,6 +83,15 @@ async function main() {
   assert.strictEqual(st.choices[0].finish_reason, 'stop');
   assert.strictEqual(st.choices[0].stop_reason, stopAt);
   assert.ok(n.choices[0].text.startsWith(st.choices[0].text) && !st.choices[0].text.includes(stopAt));
+  const sst = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 12, seed: 77, stop: [stopAt],
+    stream: true });
+  let sstText = '', sstFinish = null;
+  for await (const chunk of sst) for (const c of chunk.choices) {
+    sstText += c.text;
+    if (c.finish_reason) sstFinish = c.finish_reason;
+  }
+  assert.strictEqual(sstText, st.choices[0].text, 'a streamed stop: the held-back text never shows the stop string');
+  assert.strictEqual(sstFinish, 'stop');
   report('stop', {});
 
   // streaming: the chunks of each choice add up to the non-streamed completion

@@ -94,7 +94,7 @@ class OpenAiClientTest {
                     JsonNode j = JSON.readTree(line);
                     checks.put(j.path("check").asText(), j);
                 }
-            assertEquals(List.of("models", "greedy", "token_ids_prompt", "n", "stop", "stream", "chat_tools", "chat_finish",
+            assertEquals(List.of("models", "greedy", "token_ids_prompt", "n", "stop", "stream", "chat_tools", "chat_turn2", "chat_finish",
                     "chat_stream", "errors"), new ArrayList<>(checks.keySet()));
 
             // the greedy completion: each token is the argmax of the training forward and its logprob is that forward's
@@ -121,6 +121,12 @@ class OpenAiClientTest {
             assertEquals(151644, chatPrompt[chatPrompt.length - 3], "the generation prompt opens with <|im_start|>");
             assertArrayEquals(java.util.Arrays.copyOfRange(CHAIN, 1, CHAIN.length), JSON.convertValue(chat.path("token_ids"), int[].class));
             assertEquals("{\"a\": 1}", chat.path("arguments").asText(), "arguments as vLLM returns them (json.dumps)");
+            // the second turn renders the returned call and the tool's result as the template does
+            int[] turn2 = JSON.convertValue(checks.get("chat_turn2").path("prompt_token_ids"), int[].class);
+            String second = tok.decode(turn2, 0, turn2.length);
+            assertTrue(second.startsWith(rendered.substring(0, rendered.length() - "assistant\n".length())), second);
+            assertTrue(second.contains("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>"), second);
+            assertTrue(second.contains("<tool_response>\n3\n</tool_response>") && second.endsWith("assistant\n"), second);
         }
     }
 

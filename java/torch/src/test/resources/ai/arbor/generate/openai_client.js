@@ -142,6 +142,12 @@ async function main() {
   }
   report('chat_tools', { prompt_token_ids: chat.prompt_token_ids, token_ids: cm.token_ids, arguments: call.function.arguments });
 
+  // the next turn: the assistant's message as the client returned it, then the tool's result
+  const turn2 = await client.chat.completions.create({ model, tools, temperature: 0, return_token_ids: true,
+    messages: [...messages, cm.message, { role: 'tool', tool_call_id: call.id, content: '3' }] });
+  assert.strictEqual(turn2.choices[0].finish_reason, 'tool_calls');
+  report('chat_turn2', { prompt_token_ids: turn2.prompt_token_ids });
+
   // the same turn, tool calls not parsed (tool_choice "none"): the call is the content, finish_reason "stop"
   const none = await client.chat.completions.create({ model, messages, tools, tool_choice: 'none', temperature: 0 });
   assert.strictEqual(none.choices[0].finish_reason, 'stop');

@@ -345,7 +345,10 @@ public final class LocalGenerator implements Generator {
                     else admitted.add((Active) first);
                     first = active.size() + admitted.size() < options.maxBatch() ? inbox.poll() : null;
                 }
-                if (!pendingInvalidations.isEmpty() && active.isEmpty() && admitted.isEmpty()) {
+                // once nothing runs, the invalidations (and weight updates) go first; requests not yet started
+                // (admitted just now, or waiting) then run after them. Waiting for the admitted list to be empty
+                // too would never end while requests keep arriving.
+                if (!pendingInvalidations.isEmpty() && active.isEmpty()) {
                     dropHeld();
                     for (Invalidate i : pendingInvalidations) {
                         try {

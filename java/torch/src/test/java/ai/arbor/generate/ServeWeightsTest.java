@@ -24,6 +24,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import org.bytedeco.javacpp.PointerScope;
 import org.bytedeco.pytorch.Tensor;
@@ -193,6 +194,48 @@ class ServeWeightsTest {
             JsonNode r3 = post(server.baseUrl() + "/v1/completions", body, 200);
             assertEquals("2", r3.path("metadata").path("weight_version").asText());
             checkAgainst(refA, prompt, r3);
+        }
+    }
+
+    /**
+     * A weight update while a generation runs and more requests keep arriving: the update happens once the
+     * running generation is done (not only when no request is waiting), the waiting requests then run on the new
+     * weights, and nothing hangs.
+     */
+    @Test
+    void anUpdateWithRequestsArrivingMeanwhileCompletes() throws Exception {
+        long seed = Seeds.seed("ServeWeightsTest.updateUnderLoad");
+        Path a = save("load-a", config(TOK.vocabSize(), 2, seed));
+        Path b = save("load-b", config(TOK.vocabSize(), 2, seed + 1));
+        int[] prompt = TOK.encode("load: ");
+        GenerationRequest shortReq = new GenerationRequest(TokenContext.of(prompt), SamplingParams.temperature(0f),
+                GenerationLimits.defaults().withMaxNewTokens(4), 1);
+        try (ReferencePolicy served = ReferencePolicy.load(a, "cpu", ScalarType.Float);
+             ReferencePolicy refA = ReferencePolicy.load(a, "cpu", ScalarType.Float);
+             ReferencePolicy refB = ReferencePolicy.load(b, "cpu", ScalarType.Float);
+             LocalGenerator local = new LocalGenerator(served, TOK, LocalGenerator.Options.defaults())) {
+            local.setWeightVersion("a");
+            CompletableFuture<LocalGenerator.Detailed> running = local.generateDetailed(new GenerationRequest(TokenContext.of(prompt),
+                    SamplingParams.temperature(0f), GenerationLimits.defaults().withMaxNewTokens(200), 1));
+            while (local.stats().requests() == 0) Thread.sleep(1);
+            Runnable copy = CompletionServer.weightLoader(served, TOK, "cpu").load(b);
+            CompletableFuture<Void> update = CompletableFuture.runAsync(() -> local.updateWeights(copy, "b"));
+            // requests keep arriving while the update waits for the running generation
+            List<CompletableFuture<LocalGenerator.Detailed>> meanwhile = new java.util.ArrayList<>();
+            for (int i = 0; i < 20 && !running.isDone(); i++) {
+                meanwhile.add(local.generateDetailed(shortReq));
+                Thread.sleep(5);
+            }
+            update.get(60, java.util.concurrent.TimeUnit.SECONDS);
+            assertEquals("a", running.get().weightVersion(), "the running generation finished on the old weights");
+            assertEquals("b", local.weightVersion());
+            for (CompletableFuture<LocalGenerator.Detailed> f : meanwhile) {
+                LocalGenerator.Detailed d = f.get(60, java.util.concurrent.TimeUnit.SECONDS);
+                ReferencePolicy ref = d.weightVersion().equals("a") ? refA : refB;
+                double[] lp = forwardLogprobs(ref, prompt);
+                assertEquals(lp[d.generation().tokens()[0]], d.generation().logprobs()[0], 2e-5, "version " + d.weightVersion() + "'s logprob");
+            }
+            assertTrue(meanwhile.stream().anyMatch(f -> f.join().weightVersion().equals("b")), "requests waiting for the update ran on the new weights");
         }
     }
 

@@ -2,6 +2,7 @@ package ai.arbor.cli;
 
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rl.Recipe;
+import ai.arbor.rl.RolloutCorrection;
 import ai.arbor.rollout.Budget;
 import ai.arbor.train.Checkpoint;
 import ai.arbor.train.OptimConfig;
@@ -183,6 +184,11 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--old-logprobs", description = "auto, behaviour or recompute (auto: recompute when a batch is used for more than one step).")
         String oldLogprobs;
 
+        @Option(names = "--rollout-correction", description = "Off-policy correction of the rollout/trainer mismatch (docs/algorithms.md §7): none (default) or "
+                + "comma-separated is=token|sequence, is-threshold=C (2), reject=token|sequence|geometric, reject-high=H (2), reject-low=L (1/H), veto=V; "
+                + "recomputes the old log-probs (decoupled mode).")
+        String rolloutCorrection;
+
         @Option(names = "--max-grad-norm", description = "Gradient clipping (default 1.0; 0 = off).")
         Double maxGradNorm;
 
@@ -242,7 +248,8 @@ public final class TrainCommand implements Callable<Integer> {
                     .withMaxGradNorm(or(maxGradNorm, drl.optim().maxGradNorm()));
             TrainingRun.Rl rl = new TrainingRun.Rl(recipe.samples() ? or(steps, drl.steps()) : 0, or(prompts, drl.promptsPerStep()),
                     budgetTokens > 0 || budgetTools > 0 ? new Budget(budgetTokens, budgetTools) : drl.budget(), or(ppoEpochs, drl.ppoEpochs()),
-                    oldLogprobs == null ? drl.oldLogprobs() : oldLogprobs(oldLogprobs), rlOptim);
+                    oldLogprobs == null ? drl.oldLogprobs() : oldLogprobs(oldLogprobs), rlOptim,
+                    rolloutCorrection == null ? drl.correction() : RolloutCorrection.parse(rolloutCorrection));
             TrainingRun.Eval de = D.eval();
             TrainingRun.Eval eval = new TrainingRun.Eval(or(evalProblems, de.problems()), or(evalSamples, de.samples()), !noGreedy, de.before());
             return new TrainingRun.Options(r, setup, sft, rl, eval);

@@ -3,6 +3,7 @@ package ai.arbor.train;
 import ai.arbor.generate.LocalGenerator;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rl.Recipe;
+import ai.arbor.rl.RolloutCorrection;
 import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.Budget;
 import ai.arbor.chat.ChatFormat;
@@ -182,14 +183,24 @@ public final class TrainingRun {
      * @param ppoEpochs      passes over each step's batch
      * @param oldLogprobs    behaviour or recomputed old log-probs
      * @param optim          the optimizer and its schedule
+     * @param correction     off-policy correction of the rollout/trainer mismatch ({@link RolloutCorrection#NONE}: none)
      */
-    public record Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim) {
+    public record Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim,
+                     RolloutCorrection correction) {
         public Rl {
             if (steps < 0) throw new IllegalArgumentException("RL steps must be >= 0, got " + steps);
             if (promptsPerStep < 1) throw new IllegalArgumentException("promptsPerStep must be >= 1, got " + promptsPerStep);
             if (ppoEpochs < 1) throw new IllegalArgumentException("ppoEpochs must be >= 1, got " + ppoEpochs);
             if (budget == null || oldLogprobs == null || optim == null)
                 throw new IllegalArgumentException("budget, oldLogprobs and optim are required");
+            if (correction == null) correction = RolloutCorrection.NONE;
+            if (correction.active() && oldLogprobs == RlTrainer.OldLogprobs.BEHAVIOUR)  // before SFT, not after it
+                throw new IllegalArgumentException("the rollout correction " + correction + " needs recomputed old log-probs, not 'behaviour'");
+        }
+
+        /** Without an off-policy correction. */
+        public Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim) {
+            this(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, RolloutCorrection.NONE);
         }
 
         /** 60 steps × 16 prompts, no budget, one epoch, old log-probs by {@link RlTrainer.OldLogprobs#AUTO}, AdamW 1e-4 constant. */
@@ -198,7 +209,7 @@ public final class TrainingRun {
         }
 
         public Rl withSteps(int n) {
-            return new Rl(n, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim);
+            return new Rl(n, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, correction);
         }
     }
 
@@ -429,7 +440,7 @@ public final class TrainingRun {
         int start = progress.resumeStep(Checkpoint.Phase.RL);
         boolean resumed = progress.last != null && progress.last.state().phase() == Checkpoint.Phase.RL;
         Recipe recipe = o.recipe();
-        RlTrainer.Config cfg = new RlTrainer.Config(recipe, o.rl().budget(), o.rl().ppoEpochs(), o.rl().oldLogprobs());
+        RlTrainer.Config cfg = new RlTrainer.Config(recipe, o.rl().budget(), o.rl().ppoEpochs(), o.rl().oldLogprobs(), o.rl().correction());
         boolean kl = recipe.needsReference();
         long optSteps = recipe.kind() == Recipe.Kind.REJECTION_SAMPLING ? o.rl().steps() : (long) o.rl().steps() * o.rl().ppoEpochs() * recipe.miniBatches();
         OptimConfig optim = o.rl().optim();

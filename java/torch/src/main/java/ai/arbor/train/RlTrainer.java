@@ -180,6 +180,9 @@ public final class RlTrainer implements AutoCloseable {
         Rollout r = rollout(problems, seed);
         Map<String, Object> m = new LinkedHashMap<>(Scored.rolloutMetrics(r.scored(), r.batch()));
         m.put("rollout_seconds", r.seconds());
+        java.util.TreeSet<String> versions = new java.util.TreeSet<>();   // the policy versions that sampled (a fleet reports them)
+        for (Scored x : r.scored()) versions.addAll(x.trajectory().policyVersions());
+        if (!versions.isEmpty()) m.put("rollout_weight_versions", String.join(",", versions));
         long t1 = System.nanoTime();
         List<Scored> train = r.scored();
         int k = config.recipe().oversample();

@@ -1,5 +1,6 @@
 package ai.arbor.train;
 
+import ai.arbor.generate.LocalFleet;
 import ai.arbor.generate.LocalGenerator;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rl.Recipe;
@@ -8,6 +9,7 @@ import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.Budget;
 import ai.arbor.chat.ChatFormat;
 import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.rollout.OpenAiCompatibleGenerator;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.rollout.Seeds;
 import ai.arbor.task.Evaluator;
@@ -184,10 +186,12 @@ public final class TrainingRun {
      * @param oldLogprobs    behaviour or recomputed old log-probs
      * @param optim          the optimizer and its schedule
      * @param correction     off-policy correction of the rollout/trainer mismatch ({@link RolloutCorrection#NONE}: none)
+     * @param fleet          where the rollouts are generated ({@link Fleet#none()}: in process)
      */
     public record Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim,
-                     RolloutCorrection correction) {
+                     RolloutCorrection correction, Fleet fleet) {
         public Rl {
+            if (fleet == null) fleet = Fleet.none();
             if (steps < 0) throw new IllegalArgumentException("RL steps must be >= 0, got " + steps);
             if (promptsPerStep < 1) throw new IllegalArgumentException("promptsPerStep must be >= 1, got " + promptsPerStep);
             if (ppoEpochs < 1) throw new IllegalArgumentException("ppoEpochs must be >= 1, got " + ppoEpochs);
@@ -198,9 +202,19 @@ public final class TrainingRun {
                 throw new IllegalArgumentException("the rollout correction " + correction + " needs recomputed old log-probs, not 'behaviour'");
         }
 
-        /** Without an off-policy correction. */
+        /** Without an off-policy correction, in process. */
         public Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim) {
-            this(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, RolloutCorrection.NONE);
+            this(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, RolloutCorrection.NONE, Fleet.none());
+        }
+
+        /** In process. */
+        public Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim,
+                  RolloutCorrection correction) {
+            this(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, correction, Fleet.none());
+        }
+
+        public Rl withFleet(Fleet f) {
+            return new Rl(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, correction, f);
         }
 
         /** 60 steps × 16 prompts, no budget, one epoch, old log-probs by {@link RlTrainer.OldLogprobs#AUTO}, AdamW 1e-4 constant. */
@@ -209,7 +223,37 @@ public final class TrainingRun {
         }
 
         public Rl withSteps(int n) {
-            return new Rl(n, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, correction);
+            return new Rl(n, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, correction, fleet);
+        }
+    }
+
+    /**
+     * Where the RL phase's rollouts are generated (docs/fleet.md): in process (the default), or on servers that speak
+     * vLLM's completions API and SGLang's weight updates — running ones ({@code generators}) or {@code arbor serve}
+     * processes the run starts on loopback ({@code localServers}). With a fleet, the policy is published after every
+     * optimizer step ({@link WeightPublisher}) and every trajectory records the weight version that sampled it.
+     *
+     * @param generators    base URLs of running servers, or empty
+     * @param localServers  {@code arbor serve} processes to start (0: none)
+     * @param updateTimeout how long a server may take to load a new version
+     */
+    public record Fleet(List<String> generators, int localServers, java.time.Duration updateTimeout) {
+        public Fleet {
+            generators = generators == null ? List.of() : List.copyOf(generators);
+            if (localServers < 0) throw new IllegalArgumentException("localServers must be >= 0, got " + localServers);
+            if (localServers > 0 && !generators.isEmpty())
+                throw new IllegalArgumentException("a run uses either running generators " + generators + " or a local fleet (" + localServers + "), not both");
+            if (updateTimeout == null || updateTimeout.isNegative() || updateTimeout.isZero())
+                throw new IllegalArgumentException("updateTimeout must be positive, got " + updateTimeout);
+        }
+
+        /** In process. */
+        public static Fleet none() {
+            return new Fleet(List.of(), 0, java.time.Duration.ofMinutes(5));
+        }
+
+        public boolean active() {
+            return localServers > 0 || !generators.isEmpty();
         }
     }
 
@@ -268,9 +312,7 @@ public final class TrainingRun {
         Path out = o.setup().out();
         Files.createDirectories(out);
         // A model directory that carries a tokenizer with a chat template poses the task in that format too.
-        Path tokDir = o.setup().tokenizer() != null ? o.setup().tokenizer()
-                : o.setup().modelDir() != null && Files.isRegularFile(o.setup().modelDir().resolve("tokenizer.json"))
-                        && Files.isRegularFile(o.setup().modelDir().resolve("tokenizer_config.json")) ? o.setup().modelDir() : null;
+        Path tokDir = tokenizerDir(o.setup());
         ChatFormat chat = tokDir == null ? null : ChatFormat.qwen3(tokDir, false);
         Tokenizer tok = chat != null ? chat.tokenizer() : CharTokenizer.ascii();
         PolicyConfig model = o.setup().model();
@@ -446,9 +488,44 @@ public final class TrainingRun {
         OptimConfig optim = o.rl().optim();
         ReferencePolicy reference = !kl ? null
                 : resumed ? ReferencePolicy.load(progress.last.file(Checkpoint.REFERENCE), "auto", ScalarType.Float) : copy(policy);
-        try (LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults());
+        Fleet fleet = o.rl().fleet();
+        Path weights = o.setup().out().resolve("weights");
+        // a fleet: the start policy is written for the servers to boot with / load, then published after every update
+        LocalFleet local = null;
+        if (fleet.localServers() > 0) {
+            HfCheckpoint.save(policy, weights.resolve("boot"), HfCheckpoint.SaveOptions.defaults().withStoreAs(ScalarType.Float)
+                    .withTokenizer(tokenizerDir(o.setup())));
+            listener.message("starting a local fleet of " + fleet.localServers() + " arbor serve processes ...");
+            local = LocalFleet.start(fleet.localServers(), weights.resolve("boot"), java.time.Duration.ofMinutes(3));
+            listener.message("local fleet: " + local.urls());
+        }
+        OpenAiCompatibleGenerator remote = !fleet.active() ? null : OpenAiCompatibleGenerator.builder()
+                .baseUrls(local != null ? local.urls() : fleet.generators()).vocabSize(tok.vocabSize()).build();
+        WeightPublisher publisher = remote == null ? null : new WeightPublisher(weights, remote, fleet.updateTimeout(), 2, tokenizerDir(o.setup()));
+        java.util.concurrent.atomic.AtomicLong version = new java.util.concurrent.atomic.AtomicLong(start);
+        java.util.concurrent.atomic.AtomicReference<WeightPublisher.Report> published = new java.util.concurrent.atomic.AtomicReference<>();
+        Runnable publish = () -> {
+            try {
+                published.set(publisher.publish(policy, version.get()));
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        };
+        try (LocalFleet fleetProcesses = local;
+             LocalGenerator gen = remote == null ? new LocalGenerator(policy, tok, LocalGenerator.Options.defaults()) : null;
+             OpenAiCompatibleGenerator remoteGen = remote;
              Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize());
-             RlTrainer rl = new RlTrainer(task, tok, trainer, gen, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))) {
+             RlTrainer rl = remote == null
+                     ? new RlTrainer(task, tok, trainer, gen, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))
+                     : new RlTrainer(task, tok, trainer, remote, () -> {
+                         version.incrementAndGet();
+                         publish.run();
+                     }, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))) {
+            if (publisher != null) {
+                publish.run();   // every server on the policy this phase starts from
+                listener.message("fleet: weight version " + version.get() + " loaded by " + published.get().loaded()
+                        + (published.get().failed().isEmpty() ? "" : "; failed: " + published.get().failed()));
+            }
             listener.phase(o.recipe().name(), o.rl().steps());
             listener.message("rl: " + o.recipe().name() + ", " + rl.strategy().name() + ", loss " + rl.lossConfig().clipMode()
                     + " " + rl.lossConfig().epsLow() + "/" + rl.lossConfig().epsHigh() + (rl.lossConfig().dualClipC() > 0
@@ -480,6 +557,15 @@ public final class TrainingRun {
                 m.put("step", s + 1);
                 m.put("recipe", o.recipe().name());
                 m.putAll(rl.step(batch, Seeds.derive(o.setup().seed(), 1000 + s)));
+                WeightPublisher.Report pr = published.getAndSet(null);
+                if (pr != null) {
+                    m.put("weight_version", pr.version());
+                    m.put("publish_write_seconds", pr.writeSeconds());
+                    m.put("publish_reload_seconds", pr.reloadSeconds());
+                    m.put("fleet_loaded", pr.loaded().size());
+                    m.put("fleet_failed", pr.failed().size());
+                    if (!pr.failed().isEmpty()) listener.message("fleet: out of rotation after step " + (s + 1) + ": " + pr.failed());
+                }
                 log.log(m);
                 listener.step("rl", s + 1, o.rl().steps(), m);
                 if (progress.policy.due(s + 1, o.rl().steps()))
@@ -488,6 +574,13 @@ public final class TrainingRun {
         } finally {
             if (reference != null) reference.close();
         }
+    }
+
+    /** The Hugging Face tokenizer directory of a run: the given one, or the model directory's when it has one; else null. */
+    static Path tokenizerDir(Setup setup) {
+        return setup.tokenizer() != null ? setup.tokenizer()
+                : setup.modelDir() != null && Files.isRegularFile(setup.modelDir().resolve("tokenizer.json"))
+                        && Files.isRegularFile(setup.modelDir().resolve("tokenizer_config.json")) ? setup.modelDir() : null;
     }
 
     /** A frozen copy of {@code policy} (the KL reference). */

@@ -132,4 +132,28 @@ class TrainFleetTest {
             assertTrue(fleet.alive(0) && fleet.alive(1));
         }
     }
+
+    @Test
+    void localFleetStartsItsServersOnTheStartPolicyAndStopsThem(@TempDir Path dir) throws Exception {
+        Path out = dir.resolve("run");
+        TrainingRun.Options o = TrainCommandTest.parsed(TrainCommandTest.concat(BASE, "--sft-steps", "2", "--steps", "2", "--local-fleet", "1",
+                "--out", out.toString()));
+        List<Map<String, Object>> rows = new ArrayList<>();
+        TrainingRun.run(o, new TrainingRun.Listener() {
+            @Override
+            public void step(String phase, int step, int total, Map<String, Object> m) {
+                if (phase.equals("rl")) rows.add(m);
+            }
+        });
+        assertTrue(Files.isRegularFile(out.resolve("weights").resolve("boot").resolve("config.json")), "the servers' boot checkpoint");
+        assertEquals(2, rows.size());
+        for (int s = 0; s < 2; s++) {
+            assertEquals(String.valueOf(s), rows.get(s).get("rollout_weight_versions"));
+            assertEquals(1, ((Number) rows.get(s).get("fleet_loaded")).intValue());
+        }
+        // the server is stopped with the run: nothing of ours listens on loopback any more
+        long left = ProcessHandle.current().descendants().filter(ProcessHandle::isAlive)
+                .filter(p -> p.info().commandLine().orElse("").contains("ai.arbor.cli.Arbor serve")).count();
+        assertEquals(0, left, "no arbor serve process outlives the run");
+    }
 }

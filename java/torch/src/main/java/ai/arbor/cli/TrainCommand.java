@@ -199,6 +199,10 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--weight-update-timeout", description = "Seconds a fleet server may take to load a new weight version (default 300).")
         Integer weightUpdateTimeout;
 
+        @Option(names = "--async-steps", description = "With a fleet: generate the rollouts of up to K later steps while a step trains "
+                + "(staleness <= K versions; old log-probs recomputed); 0 (default) = synchronous, exactly on-policy.")
+        Integer asyncSteps;
+
         @Option(names = "--max-grad-norm", description = "Gradient clipping (default 1.0; 0 = off).")
         Double maxGradNorm;
 
@@ -260,8 +264,9 @@ public final class TrainCommand implements Callable<Integer> {
                     budgetTokens > 0 || budgetTools > 0 ? new Budget(budgetTokens, budgetTools) : drl.budget(), or(ppoEpochs, drl.ppoEpochs()),
                     oldLogprobs == null ? drl.oldLogprobs() : oldLogprobs(oldLogprobs), rlOptim,
                     rolloutCorrection == null ? drl.correction() : RolloutCorrection.parse(rolloutCorrection),
-                    generators == null && localFleet == null && weightUpdateTimeout == null ? drl.fleet()
-                            : new TrainingRun.Fleet(generators, or(localFleet, 0), java.time.Duration.ofSeconds(or(weightUpdateTimeout, 300))));
+                    generators == null && localFleet == null && weightUpdateTimeout == null && asyncSteps == null ? drl.fleet()
+                            : new TrainingRun.Fleet(generators, or(localFleet, 0), java.time.Duration.ofSeconds(or(weightUpdateTimeout, 300)),
+                                    or(asyncSteps, 0)));
             TrainingRun.Eval de = D.eval();
             TrainingRun.Eval eval = new TrainingRun.Eval(or(evalProblems, de.problems()), or(evalSamples, de.samples()), !noGreedy, de.before());
             return new TrainingRun.Options(r, setup, sft, rl, eval);

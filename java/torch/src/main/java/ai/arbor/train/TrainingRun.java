@@ -236,20 +236,31 @@ public final class TrainingRun {
      * @param generators    base URLs of running servers, or empty
      * @param localServers  {@code arbor serve} processes to start (0: none)
      * @param updateTimeout how long a server may take to load a new version
+     * @param asyncSteps    k: the rollouts of up to k later steps are generated while a step trains (staleness ≤ k
+     *                      versions, recorded as {@code rollout_staleness}); 0 = synchronous, exactly on-policy
      */
-    public record Fleet(List<String> generators, int localServers, java.time.Duration updateTimeout) {
+    public record Fleet(List<String> generators, int localServers, java.time.Duration updateTimeout, int asyncSteps) {
         public Fleet {
+            if (asyncSteps < 0) throw new IllegalArgumentException("asyncSteps must be >= 0, got " + asyncSteps);
             generators = generators == null ? List.of() : List.copyOf(generators);
             if (localServers < 0) throw new IllegalArgumentException("localServers must be >= 0, got " + localServers);
             if (localServers > 0 && !generators.isEmpty())
                 throw new IllegalArgumentException("a run uses either running generators " + generators + " or a local fleet (" + localServers + "), not both");
             if (updateTimeout == null || updateTimeout.isNegative() || updateTimeout.isZero())
                 throw new IllegalArgumentException("updateTimeout must be positive, got " + updateTimeout);
+            if (asyncSteps > 0 && localServers == 0 && generators.isEmpty())
+                throw new IllegalArgumentException("asynchronous steps (" + asyncSteps + ") need a generation fleet (--generators or --local-fleet): "
+                        + "the in-process generator decodes with the weights being trained");
+        }
+
+        /** Synchronous steps. */
+        public Fleet(List<String> generators, int localServers, java.time.Duration updateTimeout) {
+            this(generators, localServers, updateTimeout, 0);
         }
 
         /** In process. */
         public static Fleet none() {
-            return new Fleet(List.of(), 0, java.time.Duration.ofMinutes(5));
+            return new Fleet(List.of(), 0, java.time.Duration.ofMinutes(5), 0);
         }
 
         public boolean active() {
@@ -482,7 +493,10 @@ public final class TrainingRun {
         int start = progress.resumeStep(Checkpoint.Phase.RL);
         boolean resumed = progress.last != null && progress.last.state().phase() == Checkpoint.Phase.RL;
         Recipe recipe = o.recipe();
-        RlTrainer.Config cfg = new RlTrainer.Config(recipe, o.rl().budget(), o.rl().ppoEpochs(), o.rl().oldLogprobs(), o.rl().correction());
+        // asynchronous rollouts come from older weights: under auto, π_old is recomputed (decoupled PPO, §7)
+        RlTrainer.OldLogprobs old = o.rl().fleet().asyncSteps() > 0 && o.rl().oldLogprobs() == RlTrainer.OldLogprobs.AUTO
+                ? RlTrainer.OldLogprobs.RECOMPUTE : o.rl().oldLogprobs();
+        RlTrainer.Config cfg = new RlTrainer.Config(recipe, o.rl().budget(), o.rl().ppoEpochs(), old, o.rl().correction());
         boolean kl = recipe.needsReference();
         long optSteps = recipe.kind() == Recipe.Kind.REJECTION_SAMPLING ? o.rl().steps() : (long) o.rl().steps() * o.rl().ppoEpochs() * recipe.miniBatches();
         OptimConfig optim = o.rl().optim();
@@ -540,6 +554,8 @@ public final class TrainingRun {
             List<Problem> order = new ArrayList<>(task.train());
             Collections.shuffle(order, rnd);
             int at = 0;
+            // every step's prompts, in the data order (a resumed run replays it up to its checkpoint)
+            List<List<Problem>> batches = new ArrayList<>(o.rl().steps());
             for (int s = 0; s < o.rl().steps(); s++) {
                 // dynamic sampling (Recipe.oversample > 1) rolls out k× the prompts and trains on the informative groups
                 int draw = o.rl().promptsPerStep() * (recipe.kind() == Recipe.Kind.POLICY_GRADIENT ? recipe.oversample() : 1);
@@ -551,25 +567,77 @@ public final class TrainingRun {
                     }
                     batch.add(order.get(at++));
                 }
-                if (s < start) continue;   // resumed: the data order is replayed up to the checkpoint
-                Map<String, Object> m = new LinkedHashMap<>();
-                m.put("phase", "rl");
-                m.put("step", s + 1);
-                m.put("recipe", o.recipe().name());
-                m.putAll(rl.step(batch, Seeds.derive(o.setup().seed(), 1000 + s)));
-                WeightPublisher.Report pr = published.getAndSet(null);
-                if (pr != null) {
-                    m.put("weight_version", pr.version());
-                    m.put("publish_write_seconds", pr.writeSeconds());
-                    m.put("publish_reload_seconds", pr.reloadSeconds());
-                    m.put("fleet_loaded", pr.loaded().size());
-                    m.put("fleet_failed", pr.failed().size());
-                    if (!pr.failed().isEmpty()) listener.message("fleet: out of rotation after step " + (s + 1) + ": " + pr.failed());
+                batches.add(batch);
+            }
+            // asynchronous steps (a fleet only): the rollouts of the next k steps are generated while this one trains
+            int ahead = fleet.asyncSteps();
+            java.util.concurrent.ExecutorService roller = ahead > 0 ? java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+                Thread t = new Thread(r, "arbor-async-rollouts");
+                t.setDaemon(true);
+                return t;
+            }) : null;
+            Map<Integer, java.util.concurrent.Future<RlTrainer.Rollout>> inFlight = new java.util.HashMap<>();
+            int submitted = start;
+            try {
+                for (int s = start; s < o.rl().steps(); s++) {
+                    long seed = Seeds.derive(o.setup().seed(), 1000 + s);
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("phase", "rl");
+                    m.put("step", s + 1);
+                    m.put("recipe", o.recipe().name());
+                    if (roller == null) {
+                        m.putAll(rl.step(batches.get(s), seed));
+                    } else {
+                        // steps s … s + k in flight (one thread: s + 1 starts when s's rollouts end, while s trains)
+                        for (; submitted < Math.min(o.rl().steps(), s + 1 + ahead); submitted++) {
+                            int q = submitted;
+                            List<Problem> b = batches.get(q);
+                            long sq = Seeds.derive(o.setup().seed(), 1000 + q);
+                            inFlight.put(q, roller.submit(() -> rl.rollout(b, sq)));
+                        }
+                        RlTrainer.Rollout r;
+                        long w0 = System.nanoTime();
+                        try {
+                            r = inFlight.remove(s).get();
+                        } catch (java.util.concurrent.ExecutionException e) {
+                            throw e.getCause() instanceof RuntimeException re ? re : new IllegalStateException(e.getCause());
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                            throw new IllegalStateException("interrupted while waiting for step " + (s + 1) + "'s rollouts", e);
+                        }
+                        m.put("rollout_wait_seconds", (System.nanoTime() - w0) / 1e9);
+                        m.putAll(rl.train(batches.get(s), r, seed));
+                        // staleness: this step trained version s; its rollouts came from versions >= s - ahead
+                        int oldest = s;
+                        for (ai.arbor.rl.Scored x : r.scored())
+                            for (String v : x.trajectory().policyVersions()) {
+                                try {
+                                    oldest = Math.min(oldest, Integer.parseInt(v));
+                                } catch (NumberFormatException ignored) {
+                                    // a version that is not ours (an external server's own label)
+                                }
+                            }
+                        m.put("rollout_staleness", s - oldest);
+                    }
+                    WeightPublisher.Report pr = published.getAndSet(null);
+                    if (pr != null) {
+                        m.put("weight_version", pr.version());
+                        m.put("publish_write_seconds", pr.writeSeconds());
+                        m.put("publish_reload_seconds", pr.reloadSeconds());
+                        m.put("fleet_loaded", pr.loaded().size());
+                        m.put("fleet_failed", pr.failed().size());
+                        if (!pr.failed().isEmpty()) listener.message("fleet: out of rotation after step " + (s + 1) + ": " + pr.failed());
+                    }
+                    log.log(m);
+                    listener.step("rl", s + 1, o.rl().steps(), m);
+                    if (progress.policy.due(s + 1, o.rl().steps()))
+                        progress.save(Checkpoint.Phase.RL, s + 1, secondsBefore + (System.nanoTime() - t0) / 1e9, policy, trainer, null, reference, log);
                 }
-                log.log(m);
-                listener.step("rl", s + 1, o.rl().steps(), m);
-                if (progress.policy.due(s + 1, o.rl().steps()))
-                    progress.save(Checkpoint.Phase.RL, s + 1, secondsBefore + (System.nanoTime() - t0) / 1e9, policy, trainer, null, reference, log);
+            } finally {
+                if (roller != null) {
+                    inFlight.values().forEach(f -> f.cancel(true));
+                    roller.shutdownNow();
+                }
             }
         } finally {
             if (reference != null) reference.close();

@@ -134,10 +134,11 @@ class TrainFleetTest {
     }
 
     @Test
-    void localFleetStartsItsServersOnTheStartPolicyAndStopsThem(@TempDir Path dir) throws Exception {
+    void localFleetWithAsynchronousStepsBoundsTheStaleness(@TempDir Path dir) throws Exception {
         Path out = dir.resolve("run");
-        TrainingRun.Options o = TrainCommandTest.parsed(TrainCommandTest.concat(BASE, "--sft-steps", "2", "--steps", "2", "--local-fleet", "1",
-                "--out", out.toString()));
+        int steps = 4;
+        TrainingRun.Options o = TrainCommandTest.parsed(TrainCommandTest.concat(BASE, "--sft-steps", "2", "--steps", String.valueOf(steps),
+                "--local-fleet", "1", "--async-steps", "1", "--out", out.toString()));
         List<Map<String, Object>> rows = new ArrayList<>();
         TrainingRun.run(o, new TrainingRun.Listener() {
             @Override
@@ -145,15 +146,27 @@ class TrainFleetTest {
                 if (phase.equals("rl")) rows.add(m);
             }
         });
-        assertTrue(Files.isRegularFile(out.resolve("weights").resolve("boot").resolve("config.json")), "the servers' boot checkpoint");
-        assertEquals(2, rows.size());
-        for (int s = 0; s < 2; s++) {
-            assertEquals(String.valueOf(s), rows.get(s).get("rollout_weight_versions"));
-            assertEquals(1, ((Number) rows.get(s).get("fleet_loaded")).intValue());
+        assertTrue(Files.isRegularFile(out.resolve("weights").resolve("boot").resolve("config.json")), "the server's boot checkpoint");
+        assertEquals(steps, rows.size());
+        int stale = 0;
+        for (int s = 0; s < steps; s++) {
+            Map<String, Object> m = rows.get(s);
+            int staleness = ((Number) m.get("rollout_staleness")).intValue();
+            assertTrue(staleness >= 0 && staleness <= 1, "k = 1 bounds the staleness: step " + (s + 1) + " " + m);
+            if (s == 0) assertEquals(0, staleness, "the first step's rollouts come from the start policy");
+            stale += staleness;
+            for (String v : ((String) m.get("rollout_weight_versions")).split(","))
+                assertTrue(Integer.parseInt(v) >= s - 1 && Integer.parseInt(v) <= s, "step " + (s + 1) + " rolled out on version " + v);
+            assertTrue(m.containsKey("old_logprob_abs_diff"), "asynchronous rollouts: the old log-probs are recomputed");
+            assertEquals(String.valueOf(s + 1), m.get("weight_version"));
         }
-        // the server is stopped with the run: nothing of ours listens on loopback any more
+        assertTrue(stale >= 1, "the next step's rollouts started before this step's weights were published");
+        // the server is stopped with the run
         long left = ProcessHandle.current().descendants().filter(ProcessHandle::isAlive)
                 .filter(p -> p.info().commandLine().orElse("").contains("ai.arbor.cli.Arbor serve")).count();
         assertEquals(0, left, "no arbor serve process outlives the run");
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> TrainCommandTest.parsed(TrainCommandTest.concat(BASE, "--async-steps", "1")));
+        assertTrue(e.getMessage().contains("fleet"), e.getMessage());
     }
 }

@@ -176,10 +176,21 @@ public final class RlTrainer implements AutoCloseable {
 
     /** One step on {@code problems} (one group each); {@code seed} drives the rollouts and the shuffles. */
     public Map<String, Object> step(List<Problem> problems, long seed) {
-        long t0 = System.nanoTime();
-        Rollout r = rollout(problems, seed);
+        return train(problems, rollout(problems, seed), seed);
+    }
+
+    /**
+     * The second half of {@link #step}: the update from a rollout of {@code problems} made earlier — by
+     * {@link #rollout} on this step's policy (synchronous), or on an older one while the previous step trained
+     * (asynchronous steps: the trajectories' weight versions say which).
+     */
+    public Map<String, Object> train(List<Problem> problems, Rollout r, long seed) {
+        long t0 = System.nanoTime() - (long) (r.seconds() * 1e9);
         Map<String, Object> m = new LinkedHashMap<>(Scored.rolloutMetrics(r.scored(), r.batch()));
         m.put("rollout_seconds", r.seconds());
+        java.util.TreeSet<String> versions = new java.util.TreeSet<>();   // the policy versions that sampled (a fleet reports them)
+        for (Scored x : r.scored()) versions.addAll(x.trajectory().policyVersions());
+        if (!versions.isEmpty()) m.put("rollout_weight_versions", String.join(",", versions));
         long t1 = System.nanoTime();
         List<Scored> train = r.scored();
         int k = config.recipe().oversample();

@@ -175,4 +175,28 @@ class WeightPublisherTest {
             b.close();
         }
     }
+
+    @Test
+    void aServerOfAnotherModelOrNoServerAtAllIsAnErrorNamingIt() throws Exception {
+        long seed = Seeds.seed("WeightPublisherTest.anotherModel");
+        Path init = dir.resolve("other");
+        PolicyConfig other = HfCheckpoint.Family.QWEN3.config(TOK.vocabSize(), 32, 3, 4, 2, 8, 64, 256, 1e6, 1e-6, false, false, seed);
+        try (ReferencePolicy p = ReferencePolicy.create(other)) {
+            HfCheckpoint.save(p, init, HfCheckpoint.SaveOptions.defaults().withStoreAs(ScalarType.Float));
+        }
+        int dead;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+            dead = s.getLocalPort();   // nothing listens there once closed
+        }
+        try (Served srv = Served.start(init, 0); ReferencePolicy trained = ReferencePolicy.create(config(seed));
+             OpenAiCompatibleGenerator fleet = OpenAiCompatibleGenerator.builder()
+                     .baseUrls(List.of(srv.server().baseUrl(), "http://127.0.0.1:" + dead)).vocabSize(TOK.vocabSize()).build()) {
+            WeightPublisher pub = new WeightPublisher(dir.resolve("w"), fleet, Duration.ofSeconds(30), 2, null);
+            IOException e = assertThrows(IOException.class, () -> pub.publish(trained, 0));
+            assertTrue(e.getMessage().contains("num_hidden_layers"), "the served model's differing field: " + e.getMessage());
+            assertTrue(e.getMessage().contains("127.0.0.1:" + dead) && e.getMessage().contains("refused"), e.getMessage());
+            assertFalse(fleet.inRotation(srv.server().baseUrl()));
+            assertEquals("0", srv.local().weightVersion(), "the served weights are unchanged");
+        }
+    }
 }

@@ -129,11 +129,15 @@ public final class Distributed implements AutoCloseable {
     private final TCPStore store;
     private final PrefixStore groupStore;
     private final org.bytedeco.pytorch.Backend group;
+    /** Where this rank's tensors are: the CPU with Gloo, its GPU with NCCL. */
+    private final org.bytedeco.pytorch.Device device;
     private boolean closed;
 
-    private Distributed(Config config, Backend backend, TCPStore store, PrefixStore groupStore, org.bytedeco.pytorch.Backend group) {
+    private Distributed(Config config, Backend backend, org.bytedeco.pytorch.Device device, TCPStore store, PrefixStore groupStore,
+                        org.bytedeco.pytorch.Backend group) {
         this.config = config;
         this.backend = backend;
+        this.device = device;
         this.store = store;
         this.groupStore = groupStore;
         this.group = group;
@@ -145,6 +149,17 @@ public final class Distributed implements AutoCloseable {
      */
     public static Distributed init(Config c, Backend backend) {
         if (backend == null) throw new IllegalArgumentException("backend must not be null");
+        return init(c, backend, backend == Backend.NCCL ? new org.bytedeco.pytorch.Device(torch.DeviceType.CUDA, (byte) c.localRank())
+                : new org.bytedeco.pytorch.Device(torch.DeviceType.CPU));
+    }
+
+    /** {@link #init(Config, Backend)} for tensors on {@code device}: NCCL for a CUDA device, else Gloo. */
+    public static Distributed init(Config c, org.bytedeco.pytorch.Device device) {
+        if (device == null) throw new IllegalArgumentException("device must not be null");
+        return init(c, Backend.forDevice(device), device);
+    }
+
+    private static Distributed init(Config c, Backend backend, org.bytedeco.pytorch.Device device) {
         String where = "rank " + c.rank() + " of " + c.worldSize();
         TCPStore store;
         try {
@@ -174,7 +189,7 @@ public final class Distributed implements AutoCloseable {
             } catch (RuntimeException e) {
                 throw new DistributedException(where + ": creating the " + backend + " process group failed: " + firstLine(e), e);
             }
-            return new Distributed(c, backend, store, prefixed, group);
+            return new Distributed(c, backend, device, store, prefixed, group);
         } catch (RuntimeException e) {
             store.close();
             throw e;
@@ -306,7 +321,7 @@ public final class Distributed implements AutoCloseable {
         if (v.length == 0) return v;
         try (PointerScope scope = new PointerScope()) {
             Tensor t = Tensor.create(v.clone(), v.length);
-            if (backend == Backend.NCCL) t = t.to(deviceOfRank(), t.scalar_type());
+            if (backend == Backend.NCCL) t = t.to(device, t.scalar_type());
             allReduce(t, op);
             Tensor h = t.cpu().contiguous();
             double[] out = new double[v.length];
@@ -332,12 +347,6 @@ public final class Distributed implements AutoCloseable {
         checkOpen();
         // an all-reduce of one number: the same on both backends (NCCL's barrier needs a device id)
         sum(0.0);
-    }
-
-    /** The c10d device of this rank's tensors: CUDA {@code localRank} with NCCL, else the CPU. */
-    org.bytedeco.pytorch.Device deviceOfRank() {
-        return backend == Backend.NCCL ? new org.bytedeco.pytorch.Device(torch.DeviceType.CUDA, (byte) config.localRank())
-                : new org.bytedeco.pytorch.Device(torch.DeviceType.CPU);
     }
 
     private void run(String what, Work w) {

@@ -196,7 +196,7 @@ public final class Trainer implements AutoCloseable {
         long t0 = System.nanoTime();
         double loss = sftBackward(batch);
         double[] nl = optimizerStep();
-        return new SftStats(loss, batch.rows(), batch.sequenceCount(), nl[0], nl[1], (System.nanoTime() - t0) / 1e9);
+        return new SftStats(loss, globalSum(batch.rows()), (int) globalSum(batch.sequenceCount()), nl[0], nl[1], (System.nanoTime() - t0) / 1e9);
     }
 
     /** Accumulates ∂(cross entropy)/∂parameters of {@code batch} (no step); returns the mean cross entropy. */

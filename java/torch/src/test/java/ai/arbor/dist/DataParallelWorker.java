@@ -25,12 +25,12 @@ import org.bytedeco.pytorch.TensorVector;
  * as {@code arbor train --nproc} sets them). Also the one-process reference, called in the test's JVM.
  *
  * <p>{@code train OUT}: {@link #STEPS} optimizer steps over this rank's share of a fixed global batch — SFT steps and
- * policy-gradient steps of two aggregations — then the parameters and the reported losses to {@code OUT/rank-R.bin}.
+ * policy-gradient steps of two aggregations, the last on one sequence (the other ranks' shares empty) — then the parameters and the reported losses to {@code OUT/rank-R.bin}.
  * {@code loop}: SFT steps until killed, printing {@code step N} after each. {@code join}: rendezvous, one barrier.
  */
 public final class DataParallelWorker {
     static final PolicyConfig CFG = new PolicyConfig(64, 16, 2, 2, 1, 32, 64, 10_000.0, 1e-6, true, 3);
-    static final int STEPS = 6;
+    static final int STEPS = 7;
     /** Small buckets, so the parameters span several (the embedding alone exceeds one). */
     static final long BUCKET_BYTES = 3000;
 
@@ -86,10 +86,12 @@ public final class DataParallelWorker {
              // clipping at 0.5 is active (the gradients' norms are larger), so the global norm must be the same everywhere
              Trainer t = new Trainer(p, OptimConfig.adamW(3e-3).withMaxGradNorm(0.5), STEPS, 40, CFG.vocab())) {
             t.dataParallel(sync);
-            for (int s = 0; s < STEPS; s++) {
+            for (int s = 0; s < STEPS - 1; s++) {
                 if (s % 3 == 0) reported[s] = t.sftStep(sft).loss();
                 else reported[s] = t.policyStep(pg, losses[s % 3 - 1]).loss().loss();
             }
+            // the global batch's first sequence only: every other rank's share is empty (no backward, zero gradients)
+            reported[STEPS - 1] = t.policyStep(pg.select(rank == 0 ? new int[] {0} : new int[0]), losses[0]).loss().loss();
             return new Result(flat(p.parameters()), reported);
         }
     }

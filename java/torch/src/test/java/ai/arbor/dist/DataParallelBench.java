@@ -65,6 +65,7 @@ public final class DataParallelBench {
                 for (long i = 0; i < params.size(); i++) params.get(i).mutable_grad().put(torch.ones_like(params.get(i)));
                 double[] s = new double[steps];
                 for (int k = -2; k < steps; k++) {
+                    d.barrier();   // the collective's own cost, not the ranks' skew
                     long t0 = System.nanoTime();
                     sync.allReduceGradients(params);
                     if (k >= 0) s[k] = (System.nanoTime() - t0) / 1e9;

@@ -116,7 +116,7 @@ public final class GradientSync {
         long bytes = 0;
         for (Tensor t : ts) {
             long b = t.numel() * t.element_size();
-            boolean sameKind = cur.isEmpty() || (cur.get(0).scalar_type() == t.scalar_type() && cur.get(0).device().equals(t.device()));
+            boolean sameKind = cur.isEmpty() || (cur.get(0).scalar_type().value == t.scalar_type().value && sameDevice(cur.get(0), t));
             if (!cur.isEmpty() && (bytes + b > bucketBytes || !sameKind)) {
                 run(f, cur);
                 cur = new ArrayList<>();
@@ -126,6 +126,20 @@ public final class GradientSync {
             bytes += b;
         }
         if (!cur.isEmpty()) run(f, cur);
+    }
+
+    private static boolean sameDevice(Tensor a, Tensor b) {
+        org.bytedeco.pytorch.Device x = a.device(), y = b.device();
+        return x.type().value == y.type().value && x.index() == y.index();   // the preset's enums are not interned: compare values
+    }
+
+    /** The buckets {@link #allReduceGradients} reduces {@code params}' gradients in: their sizes in elements. */
+    List<Long> bucketSizes(TensorVector params) {
+        List<Tensor> ps = new ArrayList<>();
+        for (long i = 0; i < params.size(); i++) if (params.get(i).requires_grad()) ps.add(params.get(i));
+        List<Long> out = new ArrayList<>();
+        forEachBucket(ps, bucket -> out.add(bucket.stream().mapToLong(Tensor::numel).sum()));
+        return out;
     }
 
     private static void run(java.util.function.Consumer<List<Tensor>> f, List<Tensor> bucket) {

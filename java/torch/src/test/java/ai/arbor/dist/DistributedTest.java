@@ -112,6 +112,32 @@ class DistributedTest {
     }
 
     @Test
+    void bucketsHoldConsecutiveParametersUpToTheCap() throws Exception {
+        try (Distributed d = Distributed.init(new Distributed.Config(0, 1, 0, "127.0.0.1", freePort(), Duration.ofSeconds(5)), Distributed.Backend.GLOO);
+             var p = ai.arbor.torch.model.ReferencePolicy.create(DataParallelWorker.CFG); var params = p.parameters()) {
+            List<Long> numels = new ArrayList<>();
+            for (long i = 0; i < params.size(); i++) numels.add(params.get(i).numel());
+            // the cap in floats: 3000 bytes = 750; a parameter larger than that (the 64 x 16 embedding) is a bucket alone
+            List<Long> expected = new ArrayList<>();
+            long cur = 0;
+            for (long n : numels) {
+                if (cur > 0 && (cur + n) * 4 > DataParallelWorker.BUCKET_BYTES) {
+                    expected.add(cur);
+                    cur = 0;
+                }
+                cur += n;
+            }
+            expected.add(cur);
+            List<Long> got = new GradientSync(d, DataParallelWorker.BUCKET_BYTES).bucketSizes(params);
+            System.out.println("parameters " + numels + " -> buckets " + got);
+            assertEquals(expected, got);
+            assertEquals(numels.stream().mapToLong(Long::longValue).sum(), got.stream().mapToLong(Long::longValue).sum());
+            assertTrue(got.size() > 1 && got.size() < numels.size(), "several parameters share a bucket: " + got);
+            assertEquals(List.of(numels.stream().mapToLong(Long::longValue).sum()), new GradientSync(d).bucketSizes(params), "25 MiB: one bucket");
+        }
+    }
+
+    @Test
     void badEnvironmentValuesAreNamed() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Distributed.Config.fromEnv(Map.of("RANK", "0")));
         assertTrue(e.getMessage().contains("WORLD_SIZE is not set"), e.getMessage());

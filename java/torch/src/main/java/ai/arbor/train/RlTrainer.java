@@ -242,7 +242,7 @@ public final class RlTrainer implements AutoCloseable {
             double diff = 0;
             for (int k = 0; k < old.length; k++) diff += Math.abs(old[k] - batch.behaviour()[k]);
             batch = batch.withOldLogprobs(old);
-            m.put("old_logprob_abs_diff", diff / Math.max(1, old.length));  // behaviour vs recomputed: numerics of decoding vs training forward
+            m.put("old_logprob_abs_diff", diff / old.length);  // behaviour vs recomputed: numerics of decoding vs training forward
         }
         long tRef = System.nanoTime();
         if (config.recipe().needsReference())

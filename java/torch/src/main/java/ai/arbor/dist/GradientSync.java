@@ -59,7 +59,10 @@ public final class GradientSync {
      * with a trained token (the sequence means), max of the longest trained spans (token-sum-norm); at least 1.
      */
     public double normalizer(TokenBatch local, LossAgg agg) {
-        double mine = local.rows() == 0 ? 0 : local.normalizer(agg);   // an empty batch counts nothing (normalizer() says 1)
+        // a batch with no row of weight > 0 (empty, or every row rejected) counts nothing; normalizer() would say 1
+        double live = 0;
+        for (float w : local.weight()) live += w;
+        double mine = live > 0 ? local.normalizer(agg) : 0;
         double g = agg == LossAgg.SEQ_MEAN_TOKEN_SUM_NORM ? dist.max(mine)[0] : dist.sum(mine)[0];
         return Math.max(1, g);
     }

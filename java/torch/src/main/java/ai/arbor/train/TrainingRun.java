@@ -503,6 +503,7 @@ public final class TrainingRun {
                 long stepSeed = Seeds.derive(o.setup().seed(), 1000 + s);
                 // data parallel: this rank's share of the prompts, rolled out with a seed of its own
                 m.putAll(sync == null ? rl.step(batch, stepSeed) : rl.step(shard(batch, sync), Seeds.derive(stepSeed, sync.distributed().rank())));
+                if (sync != null) DataParallelMetrics.globalRollout(m, sync);
                 log.log(m);
                 listener.step("rl", s + 1, o.rl().steps(), m);
                 if (progress.policy.due(s + 1, o.rl().steps()))

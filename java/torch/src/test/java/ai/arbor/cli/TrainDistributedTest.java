@@ -55,7 +55,8 @@ class TrainDistributedTest {
             assertEquals(TrainCommandTest.num(r1, "loss"), TrainCommandTest.num(r2, "loss"), 1e-5, "the global loss of step " + (s + 1));
             assertEquals(TrainCommandTest.num(r1, "grad_norm"), TrainCommandTest.num(r2, "grad_norm"), 1e-5, "the global gradient norm of step " + (s + 1));
         }
-        assertTrue(rows2.stream().anyMatch(r -> "rl".equals(r.get("phase"))), "the RL step ran and was logged by rank 0");
+        Map<String, Object> rl = rows2.stream().filter(r -> "rl".equals(r.get("phase"))).findFirst().orElseThrow();
+        assertEquals(4.0, TrainCommandTest.num(rl, "trajectories"), "rank 0 logs the step's trajectories: 2 prompts x 2, one prompt per rank");
     }
 
     @Test

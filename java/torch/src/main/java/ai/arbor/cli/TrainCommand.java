@@ -4,6 +4,7 @@ import ai.arbor.dist.Distributed;
 import ai.arbor.dist.LocalLauncher;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rl.Recipe;
+import ai.arbor.rl.RolloutCorrection;
 import ai.arbor.rollout.Budget;
 import ai.arbor.train.Checkpoint;
 import ai.arbor.train.OptimConfig;
@@ -277,6 +278,25 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--old-logprobs", description = "auto, behaviour or recompute (auto: recompute when a batch is used for more than one step).")
         String oldLogprobs;
 
+        @Option(names = "--rollout-correction", description = "Off-policy correction of the rollout/trainer mismatch (docs/algorithms.md §7): none (default) or "
+                + "comma-separated is=token|sequence, is-threshold=C (2), reject=token|sequence|geometric, reject-high=H (2), reject-low=L (1/H), veto=V; "
+                + "recomputes the old log-probs (decoupled mode).")
+        String rolloutCorrection;
+
+        @Option(names = "--generators", split = ",", description = "Generate the RL rollouts on these running servers (base URLs, comma-separated: "
+                + "arbor serve, SGLang, or vLLM with weight updates from disk); the policy is published to them after every step (docs/fleet.md).")
+        List<String> generators;
+
+        @Option(names = "--local-fleet", description = "Start N arbor serve processes on loopback and generate the RL rollouts on them (docs/fleet.md).")
+        Integer localFleet;
+
+        @Option(names = "--weight-update-timeout", description = "Seconds a fleet server may take to load a new weight version (default 300).")
+        Integer weightUpdateTimeout;
+
+        @Option(names = "--async-steps", description = "With a fleet: generate the rollouts of up to K later steps while a step trains "
+                + "(staleness <= K versions; old log-probs recomputed); 0 (default) = synchronous, exactly on-policy.")
+        Integer asyncSteps;
+
         @Option(names = "--max-grad-norm", description = "Gradient clipping (default 1.0; 0 = off).")
         Double maxGradNorm;
 
@@ -336,7 +356,11 @@ public final class TrainCommand implements Callable<Integer> {
                     .withMaxGradNorm(or(maxGradNorm, drl.optim().maxGradNorm()));
             TrainingRun.Rl rl = new TrainingRun.Rl(recipe.samples() ? or(steps, drl.steps()) : 0, or(prompts, drl.promptsPerStep()),
                     budgetTokens > 0 || budgetTools > 0 ? new Budget(budgetTokens, budgetTools) : drl.budget(), or(ppoEpochs, drl.ppoEpochs()),
-                    oldLogprobs == null ? drl.oldLogprobs() : oldLogprobs(oldLogprobs), rlOptim);
+                    oldLogprobs == null ? drl.oldLogprobs() : oldLogprobs(oldLogprobs), rlOptim,
+                    rolloutCorrection == null ? drl.correction() : RolloutCorrection.parse(rolloutCorrection),
+                    generators == null && localFleet == null && weightUpdateTimeout == null && asyncSteps == null ? drl.fleet()
+                            : new TrainingRun.Fleet(generators, or(localFleet, 0), java.time.Duration.ofSeconds(or(weightUpdateTimeout, 300)),
+                                    or(asyncSteps, 0)));
             TrainingRun.Eval de = D.eval();
             TrainingRun.Eval eval = new TrainingRun.Eval(or(evalProblems, de.problems()), or(evalSamples, de.samples()), !noGreedy, de.before());
             return new TrainingRun.Options(r, setup, sft, rl, eval);

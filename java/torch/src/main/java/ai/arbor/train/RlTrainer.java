@@ -253,7 +253,8 @@ public final class RlTrainer implements AutoCloseable {
         StepPipeline.Prepared prepared = pipeline.prepare(scored);
         m.putAll(prepared.stats().metrics());
         TokenBatch batch = prepared.batch();
-        if (batch.sequenceCount() == 0) {
+        // data parallel: every rank takes the same optimizer steps, so skip and count mini-batches over all ranks' batches
+        if (trainer.globalSum(batch.sequenceCount()) == 0) {
             m.put("skipped", 1);
             return;
         }
@@ -281,7 +282,7 @@ public final class RlTrainer implements AutoCloseable {
 
         Random rnd = new Random(seed ^ 0x5DEECE66DL);
         UpdateStats stats = new UpdateStats();
-        int mbs = Math.min(config.recipe().miniBatches(), batch.sequenceCount());
+        int mbs = (int) Math.min(config.recipe().miniBatches(), trainer.globalMax(batch.sequenceCount()));
         for (int e = 0; e < config.ppoEpochs(); e++) {
             List<Integer> order = new ArrayList<>();
             for (int i = 0; i < batch.sequenceCount(); i++) order.add(i);
@@ -299,7 +300,7 @@ public final class RlTrainer implements AutoCloseable {
     private void rftUpdate(Map<String, Object> m, List<Scored> scored) {
         TokenBatch keep = pipeline.rejectionSample(scored);
         m.put("trained_sequences", keep.sequenceCount());
-        if (keep.sequenceCount() == 0) {
+        if (trainer.globalSum(keep.sequenceCount()) == 0) {   // data parallel: every rank steps, or none
             m.put("skipped", 1);
             return;
         }

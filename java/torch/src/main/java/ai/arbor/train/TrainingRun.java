@@ -1,5 +1,7 @@
 package ai.arbor.train;
 
+import ai.arbor.dist.Distributed;
+import ai.arbor.dist.GradientSync;
 import ai.arbor.generate.LocalFleet;
 import ai.arbor.generate.LocalGenerator;
 import ai.arbor.kernels.SamplingParams;
@@ -318,6 +320,34 @@ public final class TrainingRun {
      * resume deletes the checkpoints it finds there (its metrics replace theirs).
      */
     public static Result run(Options o, Checkpoint.Policy checkpoints, Listener listener) throws IOException {
+        return run(o, checkpoints, listener, null);
+    }
+
+    /**
+     * {@link #run(Options, Checkpoint.Policy, Listener)} as one rank of a data-parallel job ({@code dist}; null or one
+     * process: alone; docs/distributed.md). Every rank runs the same options: each trains on its share of every step's
+     * SFT batch and RL prompts (rolled out with a seed of its own), the losses are normalized and the gradients summed
+     * over the ranks, so each optimizer step is the one-process step over the union. Rank 0 writes the run's outputs
+     * and checkpoints; another rank writes its own log and weights under {@code out/rank-N} and no checkpoint.
+     */
+    public static Result run(Options o, Checkpoint.Policy checkpoints, Listener listener, Distributed dist) throws IOException {
+        GradientSync sync = null;
+        if (dist != null && dist.worldSize() > 1) {
+            if (checkpoints.resume()) throw new IllegalArgumentException("resuming a data-parallel run (" + dist.worldSize() + " processes) is not supported yet");
+            if (o.rl().fleet().active())
+                throw new IllegalArgumentException("a data-parallel run (" + dist.worldSize() + " processes) with a generation fleet is not supported yet: "
+                        + "each rank generates its share in process");
+            int world = dist.worldSize();
+            if (o.rl().promptsPerStep() < world || o.sft().batch() < world)
+                throw new IllegalArgumentException("every rank needs a share of each step: " + world + " processes, but " + o.rl().promptsPerStep()
+                        + " prompts per RL step and " + o.sft().batch() + " demonstrations per SFT step");
+            if (!dist.isMain()) {
+                o = o.withSetup(o.setup().withOut(o.setup().out().resolve("rank-" + dist.rank())));
+                checkpoints = Checkpoint.Policy.none();
+                listener = new Listener() {};
+            }
+            sync = new GradientSync(dist);
+        }
         long t0 = System.nanoTime();
         CpuThreads.set(o.setup().threads());
         Path out = o.setup().out();
@@ -357,10 +387,15 @@ public final class TrainingRun {
                         + tok.vocabSize() + ")");
             // the GPU path: bf16 matmuls and attention under autocast, fp32 weights, norms and optimizer state
             if (policy.device().is_cuda()) policy.setAutocast(ScalarType.BFloat16);
+            if (sync != null) {
+                try (var params = policy.parameters()) {
+                    sync.broadcastParameters(params);   // rank 0's start, before anything (the KL reference included) copies it
+                }
+            }
             List<Problem> evalSet = task.heldOut().subList(0, Math.min(o.eval().problems(), task.heldOut().size()));
             if (o.setup().init() == null && o.sft().steps() > 0 && phase == Checkpoint.Phase.SFT) {
                 long s0 = System.nanoTime();
-                sft(o, task, tok, policy, log, listener, p, sftSeconds);
+                sft(o, task, tok, policy, log, listener, p, sftSeconds, sync);
                 policy.save(out.resolve("sft.safetensors"));
                 sftSeconds += (System.nanoTime() - s0) / 1e9;
             }
@@ -374,7 +409,7 @@ public final class TrainingRun {
                 long r0 = System.nanoTime();
                 p.before = before;
                 p.sftSeconds = sftSeconds;
-                rl(o, task, tok, policy, log, listener, p, rlSeconds);
+                rl(o, task, tok, policy, log, listener, p, rlSeconds, sync);
                 rlSeconds += (System.nanoTime() - r0) / 1e9;
                 if (!evalSet.isEmpty()) after = evaluate(o, task, tok, policy, evalSet, "after", log, listener, samples);
             }
@@ -436,7 +471,7 @@ public final class TrainingRun {
     // ---------------------------------------------------------------------------------------------
 
     private static void sft(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener,
-                            Progress progress, double secondsBefore) throws IOException {
+                            Progress progress, double secondsBefore, GradientSync sync) throws IOException {
         long t0 = System.nanoTime();
         int start = progress.resumeStep(Checkpoint.Phase.SFT);
         List<Sequence> data;
@@ -454,7 +489,7 @@ public final class TrainingRun {
         OptimConfig optim = o.sft().optim();
         Random rnd = new Random(Seeds.derive(o.setup().seed(), 13));
         listener.phase("sft", o.sft().steps());
-        try (Trainer trainer = new Trainer(policy, optim, o.sft().steps(), o.setup().microBatchTokens(), tok.vocabSize())) {
+        try (Trainer trainer = new Trainer(policy, optim, o.sft().steps(), o.setup().microBatchTokens(), tok.vocabSize()).dataParallel(sync)) {
             if (start > 0) trainer.loadOptimizer(progress.last.file(Checkpoint.OPTIMIZER), progress.last.state().optimizerSteps());
             List<Integer> order = new ArrayList<>();
             int at = 0;
@@ -470,7 +505,7 @@ public final class TrainingRun {
                     batch.add(data.get(order.get(at++)));
                 }
                 if (s < start) continue;   // resumed: the data order is replayed up to the checkpoint
-                Trainer.SftStats st = trainer.sftStep(batch);
+                Trainer.SftStats st = trainer.sftStep(shard(batch, sync));
                 Map<String, Object> m = new LinkedHashMap<>();
                 m.put("phase", "sft");
                 m.put("step", s + 1);
@@ -488,7 +523,7 @@ public final class TrainingRun {
     }
 
     private static void rl(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener,
-                           Progress progress, double secondsBefore) throws IOException {
+                           Progress progress, double secondsBefore, GradientSync sync) throws IOException {
         long t0 = System.nanoTime();
         int start = progress.resumeStep(Checkpoint.Phase.RL);
         boolean resumed = progress.last != null && progress.last.state().phase() == Checkpoint.Phase.RL;
@@ -528,7 +563,7 @@ public final class TrainingRun {
         try (LocalFleet fleetProcesses = local;
              LocalGenerator gen = remote == null ? new LocalGenerator(policy, tok, LocalGenerator.Options.defaults()) : null;
              OpenAiCompatibleGenerator remoteGen = remote;
-             Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize());
+             Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize()).dataParallel(sync);
              RlTrainer rl = remote == null
                      ? new RlTrainer(task, tok, trainer, gen, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))
                      : new RlTrainer(task, tok, trainer, remote, () -> {
@@ -586,7 +621,9 @@ public final class TrainingRun {
                     m.put("step", s + 1);
                     m.put("recipe", o.recipe().name());
                     if (roller == null) {
-                        m.putAll(rl.step(batches.get(s), seed));
+                        // data parallel: this rank's share of the prompts, rolled out with a seed of its own
+                        m.putAll(sync == null ? rl.step(batches.get(s), seed) : rl.step(shard(batches.get(s), sync), Seeds.derive(seed, sync.distributed().rank())));
+                        if (sync != null) DataParallelMetrics.globalRollout(m, sync);
                     } else {
                         // steps s … s + k in flight (one thread: s + 1 starts when s's rollouts end, while s trains)
                         for (; submitted < Math.min(o.rl().steps(), s + 1 + ahead); submitted++) {
@@ -642,6 +679,13 @@ public final class TrainingRun {
         } finally {
             if (reference != null) reference.close();
         }
+    }
+
+    /** This rank's contiguous share of a step's items (all of them alone): rank r of w gets [r·n/w, (r+1)·n/w). */
+    static <T> List<T> shard(List<T> all, GradientSync sync) {
+        if (sync == null) return all;
+        long n = all.size(), r = sync.distributed().rank(), w = sync.distributed().worldSize();
+        return all.subList((int) (r * n / w), (int) ((r + 1) * n / w));
     }
 
     /** The Hugging Face tokenizer directory of a run: the given one, or the model directory's when it has one; else null. */

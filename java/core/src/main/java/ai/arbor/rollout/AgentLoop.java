@@ -254,7 +254,7 @@ public final class AgentLoop {
         }
         s.meter.observation(obs.length);
         AgentStep step = new AgentStep(s.turns, g.tokens(), g.logprobs(), g.entropies(), s.nextPostTool, g.finishReason(), g.stopString(), text,
-                outcome, null, obs, cut, genNanos, null);
+                outcome, null, obs, cut, genNanos, null, g.weightVersion());
         int[] appended = new int[g.length() + obs.length];
         System.arraycopy(g.tokens(), 0, appended, 0, g.length());
         System.arraycopy(obs, 0, appended, g.length(), obs.length);
@@ -264,7 +264,7 @@ public final class AgentLoop {
     /** The path ends after this generation (nothing appended). */
     private AgentState end(AgentState s, Generation g, String text, long genNanos, TurnOutcome outcome, Termination term) {
         AgentStep step = new AgentStep(s.turns, g.tokens(), g.logprobs(), g.entropies(), s.nextPostTool, g.finishReason(), g.stopString(), text,
-                outcome, null, new int[0], false, genNanos, null);
+                outcome, null, new int[0], false, genNanos, null, g.weightVersion());
         return finish(s.next(step, s.context.extend(g.tokens()), s.toolCalls, term));
     }
 
@@ -317,7 +317,7 @@ public final class AgentLoop {
             ToolCallRecord record = new ToolCallRecord(s.turns, call == null ? null : call.tool(), call == null ? null : call.arguments(),
                     o.status(), o.nanos(), o.output(), o.raw(), limitReached);
             AgentStep step = new AgentStep(s.turns, g.tokens(), g.logprobs(), g.entropies(), s.nextPostTool, g.finishReason(), g.stopString(),
-                    text, TurnOutcome.TOOL_CALL, record, obs, cut, genNanos, null);
+                    text, TurnOutcome.TOOL_CALL, record, obs, cut, genNanos, null, g.weightVersion());
             int[] appended = new int[g.length() + obs.length];
             System.arraycopy(g.tokens(), 0, appended, 0, g.length());
             System.arraycopy(obs, 0, appended, g.length(), obs.length);

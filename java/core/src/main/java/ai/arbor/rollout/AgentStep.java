@@ -19,10 +19,11 @@ package ai.arbor.rollout;
  * @param observationTruncated true when the observation was cut to the token limits
  * @param generationNanos  wall time of the generation request
  * @param error            why the generation failed ({@code outcome == GENERATION_FAILED}), else null
+ * @param weightVersion    the policy version the generation came from ({@link Generation#weightVersion}), or null
  */
 public record AgentStep(int turn, int[] generated, float[] logprobs, float[] entropies, boolean postTool, FinishReason finishReason,
                         String stopString, String text, TurnOutcome outcome, ToolCallRecord toolCall, int[] observation,
-                        boolean observationTruncated, long generationNanos, String error) {
+                        boolean observationTruncated, long generationNanos, String error, String weightVersion) {
     public AgentStep {
         if (generated == null || logprobs == null || logprobs.length != generated.length)
             throw new IllegalArgumentException("generated and logprobs must have the same length");
@@ -30,6 +31,20 @@ public record AgentStep(int turn, int[] generated, float[] logprobs, float[] ent
         if (observation == null) observation = new int[0];
         if (text == null) text = "";
         if (outcome == null) throw new IllegalArgumentException("outcome must not be null");
+    }
+
+    /** Without a weight version. */
+    public AgentStep(int turn, int[] generated, float[] logprobs, float[] entropies, boolean postTool, FinishReason finishReason,
+                     String stopString, String text, TurnOutcome outcome, ToolCallRecord toolCall, int[] observation,
+                     boolean observationTruncated, long generationNanos, String error) {
+        this(turn, generated, logprobs, entropies, postTool, finishReason, stopString, text, outcome, toolCall, observation,
+                observationTruncated, generationNanos, error, null);
+    }
+
+    /** This step with the weight version of its generation. */
+    public AgentStep withWeightVersion(String version) {
+        return new AgentStep(turn, generated, logprobs, entropies, postTool, finishReason, stopString, text, outcome, toolCall, observation,
+                observationTruncated, generationNanos, error, version);
     }
 
     /** Generated plus observation tokens. */

@@ -13,9 +13,11 @@ package ai.arbor.rollout;
  * @param stopString   the stop string matched when {@code finishReason == STOP_STRING}, else null
  * @param stopTokenId  the stop token when {@code finishReason == STOP_TOKEN} (may be -1 when the backend
  *                     did not say which), else -1
+ * @param weightVersion the policy (weight) version that generated it, as the server reported it (SGLang's
+ *                     {@code weight_version}), or null when the backend reports none
  */
 public record Generation(int[] tokens, float[] logprobs, float[] entropies, FinishReason finishReason, String stopString,
-                         int stopTokenId) {
+                         int stopTokenId, String weightVersion) {
     public Generation {
         if (tokens == null) throw new IllegalArgumentException("tokens must not be null");
         if (logprobs == null || logprobs.length != tokens.length)
@@ -33,6 +35,16 @@ public record Generation(int[] tokens, float[] logprobs, float[] entropies, Fini
             for (int i = 0; i < entropies.length; i++)
                 if (!(entropies[i] >= -1e-4f) || Float.isInfinite(entropies[i]))
                     throw new IllegalArgumentException("entropies[" + i + "] = " + entropies[i] + " is not a finite entropy");
+    }
+
+    /** Without a weight version (a backend that reports none). */
+    public Generation(int[] tokens, float[] logprobs, float[] entropies, FinishReason finishReason, String stopString, int stopTokenId) {
+        this(tokens, logprobs, entropies, finishReason, stopString, stopTokenId, null);
+    }
+
+    /** This generation with the version of the weights that produced it. */
+    public Generation withWeightVersion(String version) {
+        return new Generation(tokens, logprobs, entropies, finishReason, stopString, stopTokenId, version);
     }
 
     /** Number of generated tokens. */

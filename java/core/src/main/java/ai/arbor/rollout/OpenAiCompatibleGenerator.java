@@ -59,6 +59,7 @@ public final class OpenAiCompatibleGenerator implements Generator {
         final String base;
         final AtomicInteger inFlight = new AtomicInteger();
         final AtomicLong unhealthyUntilNanos = new AtomicLong(Long.MIN_VALUE);
+        volatile boolean inRotation = true;
 
         Server(URI endpoint, String base) {
             this.endpoint = endpoint;
@@ -135,6 +136,9 @@ public final class OpenAiCompatibleGenerator implements Generator {
 
     private CompletableFuture<Generation> attempt(GenerationRequest request, byte[] body, int attempt, Server avoid) {
         Server server = choose(request, avoid);
+        if (server == null)
+            return CompletableFuture.failedFuture(new GenerationException("no generation server is in rotation (every one of "
+                    + baseUrls() + " was taken out, e.g. after a failed weight update)", false, null));
         attempts.incrementAndGet();
         HttpRequest.Builder hb = HttpRequest.newBuilder(server.endpoint).timeout(requestTimeout).header("Content-Type", "application/json")
                 .POST(HttpRequest.BodyPublishers.ofByteArray(body));
@@ -193,9 +197,10 @@ public final class OpenAiCompatibleGenerator implements Generator {
     private Server choose(GenerationRequest request, Server avoid) {
         long now = System.nanoTime();
         List<Server> candidates = new ArrayList<>(servers.size());
-        for (Server s : servers) if (s != avoid && s.healthy(now)) candidates.add(s);
-        if (candidates.isEmpty()) for (Server s : servers) if (s != avoid) candidates.add(s);
-        if (candidates.isEmpty()) candidates.addAll(servers);
+        for (Server s : servers) if (s.inRotation && s != avoid && s.healthy(now)) candidates.add(s);
+        if (candidates.isEmpty()) for (Server s : servers) if (s.inRotation && s != avoid) candidates.add(s);
+        if (candidates.isEmpty()) for (Server s : servers) if (s.inRotation) candidates.add(s);
+        if (candidates.isEmpty()) return null;
         if (candidates.size() == 1) return candidates.get(0);
         if (prefixAffinity) {
             // Rendezvous hashing: the same root goes to the same server while it is healthy.
@@ -311,7 +316,7 @@ public final class OpenAiCompatibleGenerator implements Generator {
         }
         String finish = c.path("finish_reason").asText(null);
         JsonNode stop = c.path("stop_reason");
-        return finish(ids, logprobs, entropies, finish, stop, request);
+        return finish(ids, logprobs, entropies, finish, stop, request).withWeightVersion(version(root.path("metadata")));
     }
 
     private Generation parseSglang(JsonNode root, GenerationRequest request) {
@@ -352,7 +357,13 @@ public final class OpenAiCompatibleGenerator implements Generator {
         JsonNode fr = meta.path("finish_reason");
         String finish = fr.isObject() ? fr.path("type").asText(null) : fr.asText(null);
         JsonNode matched = fr.isObject() ? fr.path("matched") : null;
-        return finish(ids, logprobs, entropies, finish, matched, request);
+        return finish(ids, logprobs, entropies, finish, matched, request).withWeightVersion(version(meta));
+    }
+
+    /** SGLang's {@code weight_version} ({@code metadata} of OpenAI-style responses, {@code meta_info} of /generate), or null. */
+    private static String version(JsonNode holder) {
+        JsonNode v = holder == null ? null : holder.get("weight_version");
+        return v != null && v.isValueNode() && !v.isNull() && !v.asText().isEmpty() ? v.asText() : null;
     }
 
     private Generation finish(int[] ids, float[] logprobs, float[] entropies, String finish, JsonNode stop, GenerationRequest request) {
@@ -416,6 +427,34 @@ public final class OpenAiCompatibleGenerator implements Generator {
 
     private static String excerpt(String s) {
         return s.length() > 200 ? s.substring(0, 200) + "…" : s;
+    }
+
+    /** The servers' base URLs, in the order given. */
+    public List<String> baseUrls() {
+        List<String> out = new ArrayList<>(servers.size());
+        for (Server s : servers) out.add(s.base);
+        return out;
+    }
+
+    /**
+     * Takes a server out of rotation (no request is sent to it) or puts it back — what a weight publisher does
+     * with a server that failed to load the current weights, until it has them.
+     *
+     * @throws IllegalArgumentException for a URL that is not one of {@link #baseUrls()}
+     */
+    public void setInRotation(String baseUrl, boolean on) {
+        server(baseUrl).inRotation = on;
+    }
+
+    /** Whether {@code baseUrl}'s server receives requests. */
+    public boolean inRotation(String baseUrl) {
+        return server(baseUrl).inRotation;
+    }
+
+    private Server server(String baseUrl) {
+        String b = baseUrl != null && baseUrl.endsWith("/") ? baseUrl.substring(0, baseUrl.length() - 1) : baseUrl;
+        for (Server s : servers) if (s.base.equals(b)) return s;
+        throw new IllegalArgumentException("'" + baseUrl + "' is not one of this generator's servers " + baseUrls());
     }
 
     /** Generation requests received. */

@@ -75,6 +75,16 @@ public record Trajectory(Prompt prompt, int sampleIndex, int treeIndex, int[] no
                 turn, post, calls, steps, state.termination());
     }
 
+    /**
+     * The policy versions its generations came from, in turn order without repeats (empty when the backend
+     * reports none): one entry when the weights did not change during the rollout.
+     */
+    public List<String> policyVersions() {
+        java.util.LinkedHashSet<String> v = new java.util.LinkedHashSet<>();
+        for (AgentStep s : steps) if (s.weightVersion() != null) v.add(s.weightVersion());
+        return List.copyOf(v);
+    }
+
     /** Number of response tokens. */
     public int length() {
         return tokens.length;

@@ -12,10 +12,14 @@ import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -45,7 +49,8 @@ final class SandboxHttp implements AutoCloseable {
     private static final int MAX_HEADER_BYTES = 32 << 10;
     private static final int IDLE_MILLIS = 60_000;   // keep-alive: a quiet connection is closed after this
     private static final int READ_MILLIS = 20_000;   // a request must arrive within this once it started
-    private static final int WATCH_MILLIS = 50;      // how often a waiting connection checks its request
+    private static final int WATCH_MILLIS = 50;      // how often a waiting connection checks its client
+    private static final int PROBE_MILLIS = 1;       // how long it then reads the socket for end of stream
 
     private final ServerSocket server;
     private final Handler handler;
@@ -273,14 +278,26 @@ final class SandboxHttp implements AutoCloseable {
         } catch (RuntimeException e) { // shutting down
             return false;
         }
-        s.setSoTimeout(WATCH_MILLIS);
+        // Wait on the work itself, so that its end is seen at once (a client that sends its next
+        // request before this one's work has returned must not wait for a socket timeout), and
+        // between waits look at the socket for a moment: end of stream there cancels the work.
+        s.setSoTimeout(PROBE_MILLIS);
         while (true) {
-            if (f.isDone()) return !abandoned.get();
+            try {
+                f.get(WATCH_MILLIS, TimeUnit.MILLISECONDS);
+                return !abandoned.get();
+            } catch (TimeoutException e) {
+                // still running: is the client still there?
+            } catch (ExecutionException | CancellationException e) {
+                return !abandoned.get();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                f.cancel(true);
+                return false;
+            }
             try {
                 // read ahead (a pipelined request) so that end of stream is seen; bounded
-                if (in.available() > maxBody + MAX_HEADER_BYTES) {
-                    Thread.sleep(WATCH_MILLIS);
-                } else if (!in.fill()) {
+                if (in.available() <= maxBody + MAX_HEADER_BYTES && !in.fill()) {
                     abandoned.set(true);
                     f.cancel(true);
                     return false;
@@ -289,10 +306,6 @@ final class SandboxHttp implements AutoCloseable {
                 // nothing from the client: keep waiting
             } catch (IOException e) { // reset by the client
                 abandoned.set(true);
-                f.cancel(true);
-                return false;
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
                 f.cancel(true);
                 return false;
             }

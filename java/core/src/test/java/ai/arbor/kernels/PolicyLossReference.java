@@ -23,6 +23,16 @@ public final class PolicyLossReference {
     public static Out compute(PolicyLossConfig c, double[] logits, int rows, int vocab, int vocabLimit, int[] labels,
                        double[] old, double[] adv, double[] mask, double[] ref, int[] seqIds, double[] sel,
                        double threshold) {
+        return compute(c, logits, rows, vocab, vocabLimit, labels, old, adv, mask, ref, seqIds, sel, threshold, null);
+    }
+
+    /**
+     * As above with off-policy importance weights (docs/algorithms.md §7): {@code isWeight[r]} multiplies row r's
+     * policy-gradient term — its loss and its gradient — and nothing else (null = 1 everywhere).
+     */
+    public static Out compute(PolicyLossConfig c, double[] logits, int rows, int vocab, int vocabLimit, int[] labels,
+                       double[] old, double[] adv, double[] mask, double[] ref, int[] seqIds, double[] sel,
+                       double threshold, double[] isWeight) {
         Out o = new Out();
         double t = (float) c.temperature();  // the kernels (and the native reference) use the fp32 value
         o.logprob = new double[rows];
@@ -150,6 +160,10 @@ public final class PolicyLossReference {
                 loss = -a * cc;
                 dLoss = 0;
                 dual = true;
+            }
+            if (isWeight != null) {
+                loss *= isWeight[r];
+                dLoss *= isWeight[r];
             }
             double kl = 0, dKl = 0;
             if (c.klType() != KlType.NONE) {

@@ -1,5 +1,6 @@
 package ai.arbor.cli;
 
+import ai.arbor.chat.ChatTemplate;
 import ai.arbor.rollout.CharTokenizer;
 import ai.arbor.rollout.HuggingFaceTokenizer;
 import ai.arbor.rollout.Tokenizer;
@@ -14,9 +15,13 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
-/** {@code arbor serve}: an OpenAI-compatible completions server for a policy checkpoint. */
+/**
+ * {@code arbor serve}: a policy checkpoint over vLLM's OpenAI-compatible API (completions, chat completions)
+ * and SGLang's weight updates ({@link CompletionServer}; docs/serving.md).
+ */
 @Command(name = "serve", mixinStandardHelpOptions = true,
-        description = "Serve a policy checkpoint over vLLM's /v1/completions API (see docs/training.md).")
+        description = "Serve a policy checkpoint over vLLM's OpenAI-compatible API (/v1/completions, /v1/chat/completions) "
+                + "and SGLang's /update_weights_from_disk (see docs/serving.md).")
 public final class ServeCommand implements Runnable {
     @Option(names = {"--checkpoint", "--model"}, required = true,
             description = "Policy checkpoint (.safetensors) written by arbor train, or a Hugging Face model directory (config.json + safetensors; docs/models.md).")
@@ -40,6 +45,13 @@ public final class ServeCommand implements Runnable {
     @Option(names = "--max-batch", defaultValue = "256", description = "Sequences decoded together (default ${DEFAULT-VALUE}).")
     int maxBatch;
 
+    @Option(names = "--weight-version", defaultValue = "0",
+            description = "Weight version reported until the first /update_weights_from_disk (SGLang's flag; default ${DEFAULT-VALUE}).")
+    String weightVersion;
+
+    @Option(names = "--no-thinking", description = "Render chat prompts with enable_thinking=false (requests' chat_template_kwargs override it).")
+    boolean noThinking;
+
     @Option(names = "--threads", defaultValue = "1", description = "CPU threads of the model's math (default ${DEFAULT-VALUE}; 1 suits small models).")
     int threads;
 
@@ -53,8 +65,18 @@ public final class ServeCommand implements Runnable {
             ReferencePolicy policy = ReferencePolicy.load(checkpoint, device, ScalarType.Float);
             LocalGenerator gen = new LocalGenerator(policy, tok,
                     new LocalGenerator.Options(maxBatch, 2 * maxBatch, 16, 1024));
-            CompletionServer server = CompletionServer.start(gen, tok, model, host, port, Math.max(8, maxBatch),
+            gen.setWeightVersion(weightVersion);
+            // the chat template of a model directory (tokenizer_config.json's chat_template, or chat_template.jinja)
+            ChatTemplate template = null;
+            if (java.nio.file.Files.isDirectory(checkpoint) && (java.nio.file.Files.isRegularFile(checkpoint.resolve("chat_template.jinja"))
+                    || java.nio.file.Files.isRegularFile(checkpoint.resolve("tokenizer_config.json"))
+                    && java.nio.file.Files.readString(checkpoint.resolve("tokenizer_config.json")).contains("\"chat_template\"")))
+                template = ChatTemplate.load(checkpoint);
+            CompletionServer.Options opts = new CompletionServer.Options(model, checkpoint.toString(), policy.config().maxSeq(), template,
+                    noThinking ? java.util.Map.of("enable_thinking", false) : null,
+                    CompletionServer.weightLoader(policy, tok, policy.device().str().getString()), Math.max(8, maxBatch), maxBatch,
                     Duration.ofMinutes(10));
+            CompletionServer server = CompletionServer.start(gen, tok, opts, host, port);
             CountDownLatch stopped = new CountDownLatch(1);
             Runtime.getRuntime().addShutdownHook(new Thread(() -> {
                 server.close();
@@ -62,8 +84,9 @@ public final class ServeCommand implements Runnable {
                 policy.close();
                 stopped.countDown();
             }, "arbor-serve-shutdown"));
-            System.out.println("arbor serve: " + server.baseUrl() + "/v1/completions (model '" + model + "', "
-                    + policy.config().parameterCount() + " parameters, device " + device + ")");
+            System.out.println("arbor serve: " + server.baseUrl() + "/v1/completions" + (template != null ? ", /v1/chat/completions" : "")
+                    + " (model '" + model + "', " + policy.config().parameterCount() + " parameters, max_model_len "
+                    + policy.config().maxSeq() + ", device " + device + ", weight version " + weightVersion + ")");
             System.out.flush();
             stopped.await();
         } catch (InterruptedException e) {

@@ -1,7 +1,10 @@
 package ai.arbor.cli;
 
+import ai.arbor.dist.Distributed;
+import ai.arbor.dist.LocalLauncher;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rl.Recipe;
+import ai.arbor.rl.RolloutCorrection;
 import ai.arbor.rollout.Budget;
 import ai.arbor.train.Checkpoint;
 import ai.arbor.train.OptimConfig;
@@ -10,6 +13,11 @@ import ai.arbor.train.TrainingRun;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import org.bytedeco.pytorch.Device;
+import org.bytedeco.pytorch.global.torch;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -50,6 +58,9 @@ public final class TrainCommand implements Callable<Integer> {
                 "with the options it was started with (DIR/" + ARGS_FILE + "); only --checkpoint-every may be given with it."})
     Path resume;
 
+    @Mixin
+    DistOptions dist = new DistOptions();
+
     @Spec
     CommandSpec spec;
 
@@ -60,6 +71,33 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        if (dist.nproc > 1 || dist.nnodes > 1) return launch();
+        Distributed.Config dc = dist.config();
+        if (dc == null) return train(null);
+        try (Distributed d = Distributed.init(dc, torch.cuda_is_available() ? new Device("cuda:0") : new Device("cpu"))) {
+            return train(d);
+        }
+    }
+
+    /** {@code --nproc N} (and {@code --nnodes}): this machine's ranks as child JVMs running this command without those options. */
+    private int launch() throws Exception {
+        if (dist.rank != null || dist.worldSize != null || dist.localRank != null)
+            throw new IllegalArgumentException("--nproc starts the ranks itself: --rank, --world-size and --local-rank are not given with it");
+        if (resume != null) throw new IllegalArgumentException("resuming a data-parallel run (--resume with --nproc) is not supported yet");
+        List<String> cmd = LocalLauncher.javaCommand(Arbor.class);
+        cmd.add("train");
+        cmd.addAll(givenArgs(java.util.Set.of("--nproc", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--dist-timeout")));
+        String addr = dist.masterAddr != null ? dist.masterAddr : "127.0.0.1";
+        int port = dist.masterPort != null ? dist.masterPort : dist.nnodes == 1 ? LocalLauncher.freePort() : Distributed.Config.DEFAULT_PORT;
+        Path outDir = out != null ? out : run.options(Recipe.byName(recipe), run.seed, run.init, null).setup().out();
+        System.out.printf(Locale.ROOT, "arbor train: %d processes%s, store %s:%d, logs of ranks > 0 in %s%n", dist.nproc,
+                dist.nnodes > 1 ? " on node " + dist.nodeRank + " of " + dist.nnodes : "", addr, port, outDir);
+        return LocalLauncher.run(new LocalLauncher.Job(cmd, dist.nproc, dist.nnodes, dist.nodeRank, addr, port, dist.timeout(), outDir,
+                torch.cuda_is_available() ? torch.cuda_device_count() : 0));
+    }
+
+    private int train(Distributed d) throws Exception {
+        boolean main = d == null || d.isMain();
         TrainingRun.Options o;
         Checkpoint.Policy checkpoints;
         if (resume != null) {
@@ -80,15 +118,16 @@ public final class TrainCommand implements Callable<Integer> {
             o = run.options(Recipe.byName(recipe), run.seed, run.init, out);
             checkpoints = new Checkpoint.Policy(checkpointEvery != null ? checkpointEvery : Checkpoint.Policy.DEFAULT_EVERY, false);
             Files.createDirectories(o.setup().out());
-            Checkpoint.writeAtomically(o.setup().out().resolve(ARGS_FILE), JSON.writeValueAsBytes(givenArgs()));
+            if (main) Checkpoint.writeAtomically(o.setup().out().resolve(ARGS_FILE), JSON.writeValueAsBytes(givenArgs(java.util.Set.of())));
         }
         TrainingRun.Setup s = o.setup();
         // a model directory's own size, not the default configuration it replaces
         ai.arbor.torch.model.PolicyConfig m = s.modelDir() != null
                 ? ai.arbor.torch.model.HfCheckpoint.readConfig(s.modelDir().resolve(ai.arbor.torch.model.HfCheckpoint.CONFIG)) : s.model();
-        System.out.printf(Locale.ROOT, "arbor train: task %s, recipe %s, seed %d, model %,d parameters (d=%d, %d layers, vocab %,d), out %s%n", s.task(),
-                o.recipe().name(), s.seed(), m.parameterCount(), m.dModel(), m.layers(), m.vocab(), s.out());
-        TrainingRun.Result r = TrainingRun.run(o, checkpoints, new ProgressBar(System.out));
+        System.out.printf(Locale.ROOT, "arbor train: task %s, recipe %s, seed %d, model %,d parameters (d=%d, %d layers, vocab %,d), out %s%s%n", s.task(),
+                o.recipe().name(), s.seed(), m.parameterCount(), m.dModel(), m.layers(), m.vocab(), s.out(),
+                d == null ? "" : ", rank " + d.rank() + " of " + d.worldSize() + " (" + d.backend() + ")");
+        TrainingRun.Result r = TrainingRun.run(o, checkpoints, new ProgressBar(System.out), d);
         System.out.println();
         System.out.print(Files.readString(r.table()));
         System.out.printf(Locale.ROOT, "%ntotal %.0f s (SFT %.0f s, RL %.0f s). Wrote %s, %s, %s, %s%n", r.seconds(), r.sftSeconds(), r.rlSeconds(),
@@ -96,10 +135,11 @@ public final class TrainCommand implements Callable<Integer> {
         return 0;
     }
 
-    /** The options this command was given, as a command line that parses to them again. */
-    private List<String> givenArgs() {
+    /** The options this command was given but {@code leaveOut}, as a command line that parses to them again. */
+    private List<String> givenArgs(java.util.Set<String> leaveOut) {
         List<String> args = new ArrayList<>();
         for (OptionSpec given : spec.commandLine().getParseResult().matchedOptions()) {
+            if (leaveOut.contains(given.longestName())) continue;
             List<String> values = given.originalStringValues();
             if (given.arity().max() == 0 || values.isEmpty()) args.add(given.longestName());
             else for (String v : values) {
@@ -108,6 +148,61 @@ public final class TrainCommand implements Callable<Integer> {
             }
         }
         return args;
+    }
+
+    /**
+     * Data-parallel training (docs/distributed.md): {@code --nproc} starts the ranks of this machine; a rank started
+     * otherwise (torchrun-like, by hand or by a scheduler) takes its place from the flags or, where a flag is left
+     * out, from {@code RANK}, {@code WORLD_SIZE}, {@code LOCAL_RANK}, {@code MASTER_ADDR}, {@code MASTER_PORT}.
+     */
+    static final class DistOptions {
+        @Option(names = "--nproc", paramLabel = "N", defaultValue = "1",
+                description = "Train data-parallel with N processes on this machine (one rank each; default ${DEFAULT-VALUE}). See docs/distributed.md.")
+        int nproc;
+
+        @Option(names = "--nnodes", paramLabel = "M", defaultValue = "1", description = "With --nproc: machines in the job, each started with --node-rank (default 1).")
+        int nnodes;
+
+        @Option(names = "--node-rank", paramLabel = "K", defaultValue = "0", description = "With --nnodes: this machine, 0..M-1 (0 serves the store; default 0).")
+        int nodeRank;
+
+        @Option(names = "--rank", description = "This process's rank (default: $RANK).")
+        Integer rank;
+
+        @Option(names = "--world-size", description = "Processes in the job (default: $WORLD_SIZE; 1 = alone).")
+        Integer worldSize;
+
+        @Option(names = "--local-rank", description = "This process's rank on its machine (default: $LOCAL_RANK, else the rank).")
+        Integer localRank;
+
+        @Option(names = "--master-addr", description = "Host of rank 0's rendezvous store (default: $MASTER_ADDR, else 127.0.0.1).")
+        String masterAddr;
+
+        @Option(names = "--master-port", description = "Port of the store (default: $MASTER_PORT, else 29500; --nproc on one machine: a free port).")
+        Integer masterPort;
+
+        @Option(names = "--dist-timeout", paramLabel = "SECONDS",
+                description = "Rendezvous and collective timeout: a dead or missing rank fails the others after this long (default: $ARBOR_DIST_TIMEOUT, else 300).")
+        Double timeoutSeconds;
+
+        /** This process's place in a job from the flags and the environment, or null when it runs alone. */
+        Distributed.Config config() {
+            Map<String, String> env = new HashMap<>(System.getenv());
+            if (rank != null) env.put("RANK", rank.toString());
+            if (worldSize != null) env.put("WORLD_SIZE", worldSize.toString());
+            if (localRank != null) env.put("LOCAL_RANK", localRank.toString());
+            if (masterAddr != null) env.put("MASTER_ADDR", masterAddr);
+            if (masterPort != null) env.put("MASTER_PORT", masterPort.toString());
+            if (timeoutSeconds != null) env.put("ARBOR_DIST_TIMEOUT", timeoutSeconds.toString());
+            return Distributed.Config.inEnv(env) ? Distributed.Config.fromEnv(env) : null;
+        }
+
+        Duration timeout() {
+            double t = timeoutSeconds != null ? timeoutSeconds : System.getenv("ARBOR_DIST_TIMEOUT") != null
+                    ? Double.parseDouble(System.getenv("ARBOR_DIST_TIMEOUT")) : Distributed.Config.DEFAULT_TIMEOUT.toSeconds();
+            if (!(t > 0)) throw new IllegalArgumentException("--dist-timeout must be > 0 seconds, got " + t);
+            return Duration.ofMillis(Math.round(t * 1000));
+        }
     }
 
     /**
@@ -183,6 +278,25 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--old-logprobs", description = "auto, behaviour or recompute (auto: recompute when a batch is used for more than one step).")
         String oldLogprobs;
 
+        @Option(names = "--rollout-correction", description = "Off-policy correction of the rollout/trainer mismatch (docs/algorithms.md §7): none (default) or "
+                + "comma-separated is=token|sequence, is-threshold=C (2), reject=token|sequence|geometric, reject-high=H (2), reject-low=L (1/H), veto=V; "
+                + "recomputes the old log-probs (decoupled mode).")
+        String rolloutCorrection;
+
+        @Option(names = "--generators", split = ",", description = "Generate the RL rollouts on these running servers (base URLs, comma-separated: "
+                + "arbor serve, SGLang, or vLLM with weight updates from disk); the policy is published to them after every step (docs/fleet.md).")
+        List<String> generators;
+
+        @Option(names = "--local-fleet", description = "Start N arbor serve processes on loopback and generate the RL rollouts on them (docs/fleet.md).")
+        Integer localFleet;
+
+        @Option(names = "--weight-update-timeout", description = "Seconds a fleet server may take to load a new weight version (default 300).")
+        Integer weightUpdateTimeout;
+
+        @Option(names = "--async-steps", description = "With a fleet: generate the rollouts of up to K later steps while a step trains "
+                + "(staleness <= K versions; old log-probs recomputed); 0 (default) = synchronous, exactly on-policy.")
+        Integer asyncSteps;
+
         @Option(names = "--max-grad-norm", description = "Gradient clipping (default 1.0; 0 = off).")
         Double maxGradNorm;
 
@@ -250,7 +364,11 @@ public final class TrainCommand implements Callable<Integer> {
                     .withMaxGradNorm(or(maxGradNorm, drl.optim().maxGradNorm()));
             TrainingRun.Rl rl = new TrainingRun.Rl(recipe.samples() ? or(steps, drl.steps()) : 0, or(prompts, drl.promptsPerStep()),
                     budgetTokens > 0 || budgetTools > 0 ? new Budget(budgetTokens, budgetTools) : drl.budget(), or(ppoEpochs, drl.ppoEpochs()),
-                    oldLogprobs == null ? drl.oldLogprobs() : oldLogprobs(oldLogprobs), rlOptim, packTrees && !noPack);
+                    oldLogprobs == null ? drl.oldLogprobs() : oldLogprobs(oldLogprobs), rlOptim,
+                    rolloutCorrection == null ? drl.correction() : RolloutCorrection.parse(rolloutCorrection),
+                    generators == null && localFleet == null && weightUpdateTimeout == null && asyncSteps == null ? drl.fleet()
+                            : new TrainingRun.Fleet(generators, or(localFleet, 0), java.time.Duration.ofSeconds(or(weightUpdateTimeout, 300)),
+                                    or(asyncSteps, 0)), packTrees && !noPack);
             TrainingRun.Eval de = D.eval();
             TrainingRun.Eval eval = new TrainingRun.Eval(or(evalProblems, de.problems()), or(evalSamples, de.samples()), !noGreedy, de.before());
             return new TrainingRun.Options(r, setup, sft, rl, eval);

@@ -104,6 +104,7 @@ public final class LocalGenerator implements Generator {
     private final Thread thread;
     private volatile boolean closed;
     private volatile Stats stats = new Stats(0, 0, 0, 0, 0);
+    private volatile String weightVersion = "0";
 
     // decode-thread state
     private DecodeBatch batch;
@@ -116,7 +117,20 @@ public final class LocalGenerator implements Generator {
      * every generated position under the tempered distribution (ids and logprobs, best first); null
      * otherwise. Used by the completions server ({@code logprobs=N}).
      */
-    public record Detailed(Generation generation, int[][] topIds, float[][] topLogprobs) {}
+    public record Detailed(Generation generation, int[][] topIds, float[][] topLogprobs, String weightVersion) {
+        public Detailed(Generation generation, int[][] topIds, float[][] topLogprobs) {
+            this(generation, topIds, topLogprobs, null);
+        }
+    }
+
+    /**
+     * Receives each token of a generation as it is sampled (for streaming), on the decode thread: it must
+     * be quick and must not block (hand the token to another thread). {@code topIds} / {@code topLogprobs}
+     * are null unless the request asked for top-k alternatives.
+     */
+    public interface TokenListener {
+        void token(int index, int token, float logprob, int[] topIds, float[] topLogprobs);
+    }
 
     private static final class Active {
         final GenerationRequest request;
@@ -130,11 +144,14 @@ public final class LocalGenerator implements Generator {
         int stopScanFrom;
         List<int[]> topIds;
         List<float[]> topLps;
+        final TokenListener listener;
+        Object groupOf;   // the group it was submitted in (null: alone)
 
-        Active(GenerationRequest request, CompletableFuture<Detailed> future) {
+        Active(GenerationRequest request, CompletableFuture<Detailed> future, TokenListener listener) {
             this.request = request;
             this.future = future;
             this.context = request.context().toArray();
+            this.listener = listener;
         }
 
         void add(int token, float lp, float h) {
@@ -153,7 +170,19 @@ public final class LocalGenerator implements Generator {
     /** A finished sequence kept in the cache: its id in the decode batch and all of its tokens. */
     private record Held(int seq, int[] tokens) {}
 
-    private record Invalidate(CountDownLatch done) {}
+    /**
+     * Runs on the decode thread once no generation is active: {@code action} (null: none; e.g. copying new
+     * weights into the policy), then every held sequence is dropped and {@code version}, when not null,
+     * becomes the weight version of later generations.
+     */
+    private record Invalidate(CountDownLatch done, Runnable action, String version, Throwable[] failure) {
+        Invalidate(CountDownLatch done) {
+            this(done, null, null, new Throwable[1]);
+        }
+    }
+
+    /** Requests admitted together (the n samples of one prompt): they share one prefill. */
+    private record Group(List<Active> members) {}
 
     public LocalGenerator(ReferencePolicy policy, Tokenizer tokenizer, Options options) {
         if (policy == null || tokenizer == null || options == null) throw new IllegalArgumentException("policy, tokenizer and options are required");
@@ -175,19 +204,86 @@ public final class LocalGenerator implements Generator {
 
     /** As {@link #generate}, with the top-k alternatives of each position when the request asks for them. */
     public CompletableFuture<Detailed> generateDetailed(GenerationRequest request) {
-        CompletableFuture<Detailed> f = new CompletableFuture<>();
+        return generateGroup(List.of(request), null).get(0);
+    }
+
+    /**
+     * Generates {@code requests} admitted together, in one admission step: requests with the same
+     * {@link TokenContext} (the n samples of one prompt) share one prefill of it — its keys and values are
+     * computed once and the other sequences fork that cache block by block ({@link DecodeBatch#fork}),
+     * copying only a partly filled last block when a sample first writes into it. {@code listener}, when not
+     * null, receives every token of request i as {@code listener(i).token(…)} as it is sampled.
+     */
+    public List<CompletableFuture<Detailed>> generateGroup(List<GenerationRequest> requests,
+                                                           java.util.function.IntFunction<TokenListener> listener) {
+        if (requests == null || requests.isEmpty()) throw new IllegalArgumentException("requests must not be empty");
+        List<CompletableFuture<Detailed>> futures = new ArrayList<>();
+        List<Active> members = new ArrayList<>();
+        String error = null;
+        for (GenerationRequest r : requests) {
+            CompletableFuture<Detailed> f = new CompletableFuture<>();
+            futures.add(f);
+            try {
+                validate(r);
+            } catch (IllegalArgumentException e) {
+                if (error == null) error = e.getMessage();
+            }
+            members.add(new Active(r, f, listener == null ? null : listener.apply(members.size())));
+        }
+        if (error != null || closed) {
+            for (CompletableFuture<Detailed> f : futures)
+                f.completeExceptionally(error != null ? new GenerationException(error, false, new IllegalArgumentException(error))
+                        : new GenerationException("generator is closed"));
+            return futures;
+        }
+        if (members.size() == 1) {
+            inbox.add(members.get(0));
+        } else {
+            Object key = new Object();
+            for (Active a : members) a.groupOf = key;
+            inbox.add(new Group(members));
+        }
+        return futures;
+    }
+
+    /** The policy's context length (its positions): a context plus its generation never exceeds it. */
+    public int maxSeq() {
+        return maxSeq;
+    }
+
+    /** The weight version of new generations ("0" until {@link #updateWeights} sets one). */
+    public String weightVersion() {
+        return weightVersion;
+    }
+
+    /** Sets the weight version reported from now on, without changing weights (e.g. a server's initial version). */
+    public void setWeightVersion(String version) {
+        if (version == null || version.isBlank()) throw new IllegalArgumentException("weight version must not be blank");
+        weightVersion = version;
+    }
+
+    /**
+     * Changes the policy's weights between generations: waits until the generations in flight have finished
+     * (on the old weights; requests arriving meanwhile wait), runs {@code copy} on the decode thread (which
+     * owns the model), drops every cached sequence and makes {@code version} the weight version of every later
+     * generation. Returns when done.
+     *
+     * @throws IllegalStateException when {@code copy} failed (the message is its message; the weights may be
+     *                               partly copied, the version is unchanged) or the decode thread did not respond
+     */
+    public void updateWeights(Runnable copy, String version) {
+        if (copy == null) throw new IllegalArgumentException("copy must not be null");
+        if (version == null || version.isBlank()) throw new IllegalArgumentException("weight version must not be blank");
+        Invalidate inv = new Invalidate(new CountDownLatch(1), copy, version, new Throwable[1]);
+        inbox.add(inv);
         try {
-            validate(request);
-        } catch (IllegalArgumentException e) {
-            f.completeExceptionally(new GenerationException(e.getMessage(), false, e));
-            return f;
+            if (!inv.done().await(10, TimeUnit.MINUTES)) throw new IllegalStateException("decode thread did not respond within 10 minutes");
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while waiting for the weight update", e);
         }
-        if (closed) {
-            f.completeExceptionally(new GenerationException("generator is closed"));
-            return f;
-        }
-        inbox.add(new Active(request, f));
-        return f;
+        if (inv.failure()[0] != null)
+            throw new IllegalStateException(String.valueOf(inv.failure()[0].getMessage()), inv.failure()[0]);
     }
 
     private void validate(GenerationRequest r) {
@@ -245,18 +341,35 @@ public final class LocalGenerator implements Generator {
                 List<Active> admitted = new ArrayList<>();
                 while (first != null) {
                     if (first instanceof Invalidate inv) pendingInvalidations.add(inv);
+                    else if (first instanceof Group g) admitted.addAll(g.members());
                     else admitted.add((Active) first);
                     first = active.size() + admitted.size() < options.maxBatch() ? inbox.poll() : null;
                 }
-                if (!pendingInvalidations.isEmpty() && active.isEmpty() && admitted.isEmpty()) {
+                // once nothing runs, the invalidations (and weight updates) go first; requests not yet started
+                // (admitted just now, or waiting) then run after them. Waiting for the admitted list to be empty
+                // too would never end while requests keep arriving.
+                if (!pendingInvalidations.isEmpty() && active.isEmpty()) {
                     dropHeld();
-                    pendingInvalidations.forEach(i -> i.done().countDown());
+                    for (Invalidate i : pendingInvalidations) {
+                        try {
+                            if (i.action() != null) {
+                                try (PointerScope scope = new PointerScope()) {
+                                    i.action().run();
+                                }
+                                dropHeld();
+                            }
+                            if (i.version() != null) weightVersion = i.version();
+                        } catch (RuntimeException e) {
+                            i.failure()[0] = e;
+                        }
+                        i.done().countDown();
+                    }
                     pendingInvalidations.clear();
                 }
                 if (!pendingInvalidations.isEmpty() && !admitted.isEmpty()) {
                     // requests after an invalidation must not reuse caches of the old weights: finish the
-                    // running ones first, then drop, then admit
-                    requeueFront(admitted);
+                    // running ones first, then drop, then admit (a group goes back as one piece)
+                    requeueFront(regroup(admitted));
                     admitted.clear();
                 }
                 if (active.isEmpty() && admitted.isEmpty()) continue;
@@ -276,7 +389,20 @@ public final class LocalGenerator implements Generator {
         }
     }
 
-    private void requeueFront(List<Active> items) {
+    /** {@code admitted} as inbox items: the members of a group back in one {@link Group}. */
+    private static List<Object> regroup(List<Active> admitted) {
+        List<Object> out = new ArrayList<>();
+        for (int i = 0; i < admitted.size(); ) {
+            Active a = admitted.get(i);
+            int j = i + 1;
+            while (j < admitted.size() && admitted.get(j).groupOf == a.groupOf && a.groupOf != null) j++;
+            out.add(j - i == 1 && a.groupOf == null ? a : new Group(new ArrayList<>(admitted.subList(i, j))));
+            i = j;
+        }
+        return out;
+    }
+
+    private void requeueFront(List<?> items) {
         List<Object> rest = new ArrayList<>();
         inbox.drainTo(rest);
         inbox.addAll(items);
@@ -329,6 +455,14 @@ public final class LocalGenerator implements Generator {
             Active a = rows.get(i);
             a.add((int) tok[i], lp[i], h[i]);
             generated++;
+            if (a.listener != null) {
+                boolean top = a.topIds != null && a.topIds.size() == a.n;
+                try {
+                    a.listener.token(a.n - 1, (int) tok[i], lp[i], top ? a.topIds.get(a.n - 1) : null, top ? a.topLps.get(a.n - 1) : null);
+                } catch (RuntimeException ignored) {
+                    // a listener's failure is the listener's (the stream's client went away); the generation goes on
+                }
+            }
             if (!finishIfDone(a)) {
                 cont.add(a);
                 contTokens.add((int) tok[i]);
@@ -519,8 +653,8 @@ public final class LocalGenerator implements Generator {
         if (options.topKEntropy() && a.topIds != null && a.topIds.size() == a.n)
             for (int i = 0; i < a.n; i++) ents[i] = topKEntropy(a.topIds.get(i), a.topLps.get(i), a.out[i], a.lps[i]);
         Generation g = new Generation(Arrays.copyOf(a.out, a.n), Arrays.copyOf(a.lps, a.n), ents, reason, stop, stopId);
-        Detailed d = a.topIds == null ? new Detailed(g, null, null)
-                : new Detailed(g, a.topIds.toArray(new int[0][]), a.topLps.toArray(new float[0][]));
+        Detailed d = a.topIds == null ? new Detailed(g, null, null, weightVersion)
+                : new Detailed(g, a.topIds.toArray(new int[0][]), a.topLps.toArray(new float[0][]), weightVersion);
         // keep the sequence: the next turn or a tree expansion continues from it. Its cache holds the
         // context and all generated tokens but the last (which was sampled, not yet fed).
         int[] all = new int[a.context.length + a.n - 1];
@@ -570,6 +704,7 @@ public final class LocalGenerator implements Generator {
         inbox.drainTo(rest);
         for (Object o : rest) {
             if (o instanceof Active a) a.future.completeExceptionally(new GenerationException("generator closed"));
+            if (o instanceof Group g) g.members().forEach(a -> a.future.completeExceptionally(new GenerationException("generator closed")));
             if (o instanceof Invalidate i) i.done().countDown();
         }
     }

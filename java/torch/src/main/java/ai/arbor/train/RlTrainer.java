@@ -5,6 +5,7 @@ import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
 import ai.arbor.reward.RewardFunction;
 import ai.arbor.rl.Recipe;
+import ai.arbor.rl.RolloutCorrection;
 import ai.arbor.rl.Scored;
 import ai.arbor.rl.StepPipeline;
 import ai.arbor.rl.TokenBatch;
@@ -57,13 +58,26 @@ public final class RlTrainer implements AutoCloseable {
      * @param budget           per-prompt rollout budget, or {@link Budget#UNLIMITED}
      * @param ppoEpochs        passes over each batch
      * @param oldLogprobs      behaviour or recomputed old log-probs
+     * @param correction       off-policy correction (docs/algorithms.md §7): IS weights and rejection from
+     *                         δ = log π_old − log π_rollout; an active one needs the recomputed π_old (decoupled mode),
+     *                         so it is refused with {@link OldLogprobs#BEHAVIOUR} (bypass mode)
      */
-    public record Config(Recipe recipe, Budget budget, int ppoEpochs, OldLogprobs oldLogprobs) {
+    public record Config(Recipe recipe, Budget budget, int ppoEpochs, OldLogprobs oldLogprobs, RolloutCorrection correction) {
         public Config {
             if (recipe == null || !recipe.samples()) throw new IllegalArgumentException("an RL config needs a sampling recipe, got " + recipe);
             if (budget == null) budget = Budget.UNLIMITED;
             if (ppoEpochs < 1) throw new IllegalArgumentException("ppoEpochs must be >= 1, got " + ppoEpochs);
             if (oldLogprobs == null) oldLogprobs = OldLogprobs.AUTO;
+            if (correction == null) correction = RolloutCorrection.NONE;
+            if (correction.active() && oldLogprobs == OldLogprobs.BEHAVIOUR)
+                throw new IllegalArgumentException("the rollout correction " + correction + " compares the rollout's log-probs with "
+                        + "recomputed ones: old log-probs 'behaviour' (bypass mode) leaves nothing to correct; use auto or recompute");
+            correction.check(recipe.loss().clipMode());
+        }
+
+        /** Without an off-policy correction. */
+        public Config(Recipe recipe, Budget budget, int ppoEpochs, OldLogprobs oldLogprobs) {
+            this(recipe, budget, ppoEpochs, oldLogprobs, RolloutCorrection.NONE);
         }
 
         /** The recipe as it is, no budget, one epoch, old log-probs by {@link OldLogprobs#AUTO}. */
@@ -72,7 +86,8 @@ public final class RlTrainer implements AutoCloseable {
         }
 
         public boolean recomputeOld() {
-            return oldLogprobs == OldLogprobs.RECOMPUTE || (oldLogprobs == OldLogprobs.AUTO && ppoEpochs * recipe.miniBatches() > 1);
+            return oldLogprobs == OldLogprobs.RECOMPUTE
+                    || (oldLogprobs == OldLogprobs.AUTO && (ppoEpochs * recipe.miniBatches() > 1 || correction.active()));
         }
     }
 
@@ -161,10 +176,21 @@ public final class RlTrainer implements AutoCloseable {
 
     /** One step on {@code problems} (one group each); {@code seed} drives the rollouts and the shuffles. */
     public Map<String, Object> step(List<Problem> problems, long seed) {
-        long t0 = System.nanoTime();
-        Rollout r = rollout(problems, seed);
+        return train(problems, rollout(problems, seed), seed);
+    }
+
+    /**
+     * The second half of {@link #step}: the update from a rollout of {@code problems} made earlier — by
+     * {@link #rollout} on this step's policy (synchronous), or on an older one while the previous step trained
+     * (asynchronous steps: the trajectories' weight versions say which).
+     */
+    public Map<String, Object> train(List<Problem> problems, Rollout r, long seed) {
+        long t0 = System.nanoTime() - (long) (r.seconds() * 1e9);
         Map<String, Object> m = new LinkedHashMap<>(Scored.rolloutMetrics(r.scored(), r.batch()));
         m.put("rollout_seconds", r.seconds());
+        java.util.TreeSet<String> versions = new java.util.TreeSet<>();   // the policy versions that sampled (a fleet reports them)
+        for (Scored x : r.scored()) versions.addAll(x.trajectory().policyVersions());
+        if (!versions.isEmpty()) m.put("rollout_weight_versions", String.join(",", versions));
         long t1 = System.nanoTime();
         List<Scored> train = r.scored();
         int k = config.recipe().oversample();
@@ -227,7 +253,8 @@ public final class RlTrainer implements AutoCloseable {
         StepPipeline.Prepared prepared = pipeline.prepare(scored);
         m.putAll(prepared.stats().metrics());
         TokenBatch batch = prepared.batch();
-        if (batch.sequenceCount() == 0) {
+        // data parallel: every rank takes the same optimizer steps, so skip and count mini-batches over all ranks' batches
+        if (trainer.globalSum(batch.sequenceCount()) == 0) {
             m.put("skipped", 1);
             return;
         }
@@ -242,6 +269,9 @@ public final class RlTrainer implements AutoCloseable {
             for (int k = 0; k < old.length; k++) diff += Math.abs(old[k] - batch.behaviour()[k]);
             batch = batch.withOldLogprobs(old);
             m.put("old_logprob_abs_diff", diff / old.length);  // behaviour vs recomputed: numerics of decoding vs training forward
+            RolloutCorrection.Applied corrected = config.correction().apply(batch);  // metrics always; weights when active
+            batch = corrected.batch();
+            m.putAll(corrected.metrics());
         }
         long tRef = System.nanoTime();
         if (config.recipe().needsReference())
@@ -253,7 +283,7 @@ public final class RlTrainer implements AutoCloseable {
 
         Random rnd = new Random(seed ^ 0x5DEECE66DL);
         UpdateStats stats = new UpdateStats();
-        int mbs = Math.min(config.recipe().miniBatches(), batch.sequenceCount());
+        int mbs = (int) Math.min(config.recipe().miniBatches(), trainer.globalMax(batch.sequenceCount()));
         for (int e = 0; e < config.ppoEpochs(); e++) {
             List<Integer> order = new ArrayList<>();
             for (int i = 0; i < batch.sequenceCount(); i++) order.add(i);
@@ -271,7 +301,7 @@ public final class RlTrainer implements AutoCloseable {
     private void rftUpdate(Map<String, Object> m, List<Scored> scored) {
         TokenBatch keep = pipeline.rejectionSample(scored);
         m.put("trained_sequences", keep.sequenceCount());
-        if (keep.sequenceCount() == 0) {
+        if (trainer.globalSum(keep.sequenceCount()) == 0) {   // data parallel: every rank steps, or none
             m.put("skipped", 1);
             return;
         }

@@ -1,5 +1,6 @@
 package ai.arbor.train;
 
+import ai.arbor.dist.GradientSync;
 import ai.arbor.kernels.KlType;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
@@ -92,6 +93,8 @@ public final class Trainer implements AutoCloseable {
     private final TensorVector params;
     private final AdamW opt;
     private long step;
+    /** Data-parallel training's hook (null: one process). */
+    private GradientSync sync;
 
     /** SFT step result: mean cross entropy (nats per trained token) before the update. */
     public record SftStats(double loss, long tokens, int sequences, double gradNorm, double lr, double seconds) {}
@@ -133,6 +136,27 @@ public final class Trainer implements AutoCloseable {
 
     public ReferencePolicy policy() {
         return policy;
+    }
+
+    /**
+     * Trains data-parallel with the other ranks of {@code sync} (null: alone): broadcasts rank 0's weights now; then
+     * each step's loss is normalized over the global batch, the gradients are summed over the ranks before clipping,
+     * and the reported losses are the global ones (docs/distributed.md). Every rank must call the same steps.
+     */
+    public Trainer dataParallel(GradientSync sync) {
+        this.sync = sync;
+        if (sync != null) sync.broadcastParameters(params);
+        return this;
+    }
+
+    /** Σ over the ranks of a count ({@code n} alone). */
+    public long globalSum(long n) {
+        return sync == null ? n : Math.round(sync.sum(n)[0]);
+    }
+
+    /** The max over the ranks of a count ({@code n} alone). */
+    public long globalMax(long n) {
+        return sync == null ? n : Math.round(sync.max(n));
     }
 
     /**
@@ -251,12 +275,12 @@ public final class Trainer implements AutoCloseable {
         long t0 = System.nanoTime();
         double loss = sftBackward(batch);
         double[] nl = optimizerStep();
-        return new SftStats(loss, batch.rows(), batch.sequenceCount(), nl[0], nl[1], (System.nanoTime() - t0) / 1e9);
+        return new SftStats(loss, globalSum(batch.rows()), (int) globalSum(batch.sequenceCount()), nl[0], nl[1], (System.nanoTime() - t0) / 1e9);
     }
 
     /** Accumulates ∂(cross entropy)/∂parameters of {@code batch} (no step); returns the mean cross entropy. */
     double sftBackward(TokenBatch batch) {
-        long n = batch.rows();
+        long n = globalSum(batch.rows());   // the global count: each rank's loss is its share of the one-process loss
         if (n == 0) throw new IllegalArgumentException("the batch has no trained token");
         double loss = 0;
         for (int[] seqs : microBatches(batch, microBatchTokens)) {
@@ -275,7 +299,7 @@ public final class Trainer implements AutoCloseable {
                 logits.backward(grad, new BoolOptional(), false, new TensorArrayRefOptional());
             }
         }
-        return loss / n;
+        return (sync == null ? loss : sync.sum(loss)[0]) / n;
     }
 
     /** The parameters the optimizer updates (their {@code grad()} after a backward). */
@@ -328,11 +352,12 @@ public final class Trainer implements AutoCloseable {
         if (kl && batch.ref() == null) throw new IllegalArgumentException("the loss has a KL term: the batch needs reference log-probs");
         if (batch.old() == null || batch.advantage() == null)
             throw new IllegalArgumentException("policy-gradient batches need old log-probs and advantages: " + batch);
-        PolicyLossConfig c = cfg.aggNormalizer() > 0 ? cfg : cfg.withAggNormalizer(batch.normalizer(cfg.agg()));
+        PolicyLossConfig c = cfg.aggNormalizer() > 0 ? cfg
+                : cfg.withAggNormalizer(sync != null && backward ? sync.normalizer(batch, cfg.agg()) : batch.normalizer(cfg.agg()));
         LossSums sums = new LossSums();
         if (packs(batch)) {
             PackedPasses.policyLoss(policy, batch, c, microBatchTokens, maxPackTokens, vocabLimit, fusedLinearAboveBytes, backward, sums::add);
-            return sums.result(c.aggNormalizer());
+            return sync != null && backward ? sums.global(sync, c.aggNormalizer()) : sums.result(c.aggNormalizer());
         }
         for (int[] seqs : microBatches(batch, microBatchTokens)) {
             try (PointerScope scope = new PointerScope()) {
@@ -352,7 +377,7 @@ public final class Trainer implements AutoCloseable {
                 sums.add(out.result());
             }
         }
-        return sums.result(c.aggNormalizer());
+        return sync != null && backward ? sums.global(sync, c.aggNormalizer()) : sums.result(c.aggNormalizer());
     }
 
     /** The micro-batches' results: the loss terms add up (one normalizer), the per-token means are token-weighted. */
@@ -371,6 +396,15 @@ public final class Trainer implements AutoCloseable {
             dualClipFrac += w * r.dualClipFrac();
             approxKl += w * r.approxKl();
             tokens += w;
+        }
+
+        /** {@link #result} over every rank's micro-batches (the data-parallel step's metrics). */
+        PolicyLossResult global(GradientSync sync, double normalizer) {
+            double[] g = sync.sum(loss, pgLoss, klLoss, entropyLoss, entropyMean, clipFracHigh, clipFracLow, dualClipFrac, approxKl, tokens);
+            LossSums all = new LossSums();
+            all.loss = g[0]; all.pgLoss = g[1]; all.klLoss = g[2]; all.entropyLoss = g[3]; all.entropyMean = g[4];
+            all.clipFracHigh = g[5]; all.clipFracLow = g[6]; all.dualClipFrac = g[7]; all.approxKl = g[8]; all.tokens = g[9];
+            return all.result(normalizer);
         }
 
         PolicyLossResult result(double normalizer) {
@@ -462,6 +496,7 @@ public final class Trainer implements AutoCloseable {
     /** Clips, sets the learning rate, steps, zeroes the gradients; returns {gradNorm, lr}. */
     private double[] optimizerStep() {
         double lr = optim.lrAt(step, totalSteps);
+        if (sync != null) sync.allReduceGradients(params);   // Σ over the ranks: the one-process gradient
         double norm = torch.clip_grad_norm_(params, optim.maxGradNorm() > 0 ? optim.maxGradNorm() : Double.MAX_VALUE);
         var groups = opt.param_groups();
         for (long i = 0; i < groups.size(); i++) groups.get(i).options().set_lr(lr);

@@ -1,12 +1,17 @@
 package ai.arbor.train;
 
+import ai.arbor.dist.Distributed;
+import ai.arbor.dist.GradientSync;
+import ai.arbor.generate.LocalFleet;
 import ai.arbor.generate.LocalGenerator;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rl.Recipe;
+import ai.arbor.rl.RolloutCorrection;
 import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.Budget;
 import ai.arbor.chat.ChatFormat;
 import ai.arbor.rollout.CharTokenizer;
+import ai.arbor.rollout.OpenAiCompatibleGenerator;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.rollout.Seeds;
 import ai.arbor.task.Evaluator;
@@ -182,21 +187,47 @@ public final class TrainingRun {
      * @param ppoEpochs      passes over each step's batch
      * @param oldLogprobs    behaviour or recomputed old log-probs
      * @param optim          the optimizer and its schedule
+     * @param correction     off-policy correction of the rollout/trainer mismatch ({@link RolloutCorrection#NONE}: none)
+     * @param fleet          where the rollouts are generated ({@link Fleet#none()}: in process)
      * @param packTrees      tree-packed update passes where they pay ({@link Trainer.Packing#AUTO}; false: off; docs/training.md "Tree packing")
      */
     public record Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim,
-                     boolean packTrees) {
+                     RolloutCorrection correction, Fleet fleet, boolean packTrees) {
         public Rl {
+            if (fleet == null) fleet = Fleet.none();
             if (steps < 0) throw new IllegalArgumentException("RL steps must be >= 0, got " + steps);
             if (promptsPerStep < 1) throw new IllegalArgumentException("promptsPerStep must be >= 1, got " + promptsPerStep);
             if (ppoEpochs < 1) throw new IllegalArgumentException("ppoEpochs must be >= 1, got " + ppoEpochs);
             if (budget == null || oldLogprobs == null || optim == null)
                 throw new IllegalArgumentException("budget, oldLogprobs and optim are required");
+            if (correction == null) correction = RolloutCorrection.NONE;
+            if (correction.active() && oldLogprobs == RlTrainer.OldLogprobs.BEHAVIOUR)  // before SFT, not after it
+                throw new IllegalArgumentException("the rollout correction " + correction + " needs recomputed old log-probs, not 'behaviour'");
         }
 
         /** With tree packing where it pays. */
+        public Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim,
+                  RolloutCorrection correction, Fleet fleet) {
+            this(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, correction, fleet, true);
+        }
+
+        /** Without an off-policy correction, in process. */
         public Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim) {
-            this(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, true);
+            this(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, RolloutCorrection.NONE, Fleet.none());
+        }
+
+        /** In process. */
+        public Rl(int steps, int promptsPerStep, Budget budget, int ppoEpochs, RlTrainer.OldLogprobs oldLogprobs, OptimConfig optim,
+                  RolloutCorrection correction) {
+            this(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, correction, Fleet.none());
+        }
+
+        public Rl withFleet(Fleet f) {
+            return new Rl(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, correction, f, packTrees);
+        }
+
+        public Rl withPackTrees(boolean on) {
+            return new Rl(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, correction, fleet, on);
         }
 
         /** 60 steps × 16 prompts, no budget, one epoch, old log-probs by {@link RlTrainer.OldLogprobs#AUTO}, AdamW 1e-4 constant. */
@@ -205,11 +236,48 @@ public final class TrainingRun {
         }
 
         public Rl withSteps(int n) {
-            return new Rl(n, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, packTrees);
+            return new Rl(n, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, correction, fleet, packTrees);
+        }
+    }
+
+    /**
+     * Where the RL phase's rollouts are generated (docs/fleet.md): in process (the default), or on servers that speak
+     * vLLM's completions API and SGLang's weight updates — running ones ({@code generators}) or {@code arbor serve}
+     * processes the run starts on loopback ({@code localServers}). With a fleet, the policy is published after every
+     * optimizer step ({@link WeightPublisher}) and every trajectory records the weight version that sampled it.
+     *
+     * @param generators    base URLs of running servers, or empty
+     * @param localServers  {@code arbor serve} processes to start (0: none)
+     * @param updateTimeout how long a server may take to load a new version
+     * @param asyncSteps    k: the rollouts of up to k later steps are generated while a step trains (staleness ≤ k
+     *                      versions, recorded as {@code rollout_staleness}); 0 = synchronous, exactly on-policy
+     */
+    public record Fleet(List<String> generators, int localServers, java.time.Duration updateTimeout, int asyncSteps) {
+        public Fleet {
+            if (asyncSteps < 0) throw new IllegalArgumentException("asyncSteps must be >= 0, got " + asyncSteps);
+            generators = generators == null ? List.of() : List.copyOf(generators);
+            if (localServers < 0) throw new IllegalArgumentException("localServers must be >= 0, got " + localServers);
+            if (localServers > 0 && !generators.isEmpty())
+                throw new IllegalArgumentException("a run uses either running generators " + generators + " or a local fleet (" + localServers + "), not both");
+            if (updateTimeout == null || updateTimeout.isNegative() || updateTimeout.isZero())
+                throw new IllegalArgumentException("updateTimeout must be positive, got " + updateTimeout);
+            if (asyncSteps > 0 && localServers == 0 && generators.isEmpty())
+                throw new IllegalArgumentException("asynchronous steps (" + asyncSteps + ") need a generation fleet (--generators or --local-fleet): "
+                        + "the in-process generator decodes with the weights being trained");
         }
 
-        public Rl withPackTrees(boolean on) {
-            return new Rl(steps, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, on);
+        /** Synchronous steps. */
+        public Fleet(List<String> generators, int localServers, java.time.Duration updateTimeout) {
+            this(generators, localServers, updateTimeout, 0);
+        }
+
+        /** In process. */
+        public static Fleet none() {
+            return new Fleet(List.of(), 0, java.time.Duration.ofMinutes(5), 0);
+        }
+
+        public boolean active() {
+            return localServers > 0 || !generators.isEmpty();
         }
     }
 
@@ -263,14 +331,40 @@ public final class TrainingRun {
      * resume deletes the checkpoints it finds there (its metrics replace theirs).
      */
     public static Result run(Options o, Checkpoint.Policy checkpoints, Listener listener) throws IOException {
+        return run(o, checkpoints, listener, null);
+    }
+
+    /**
+     * {@link #run(Options, Checkpoint.Policy, Listener)} as one rank of a data-parallel job ({@code dist}; null or one
+     * process: alone; docs/distributed.md). Every rank runs the same options: each trains on its share of every step's
+     * SFT batch and RL prompts (rolled out with a seed of its own), the losses are normalized and the gradients summed
+     * over the ranks, so each optimizer step is the one-process step over the union. Rank 0 writes the run's outputs
+     * and checkpoints; another rank writes its own log and weights under {@code out/rank-N} and no checkpoint.
+     */
+    public static Result run(Options o, Checkpoint.Policy checkpoints, Listener listener, Distributed dist) throws IOException {
+        GradientSync sync = null;
+        if (dist != null && dist.worldSize() > 1) {
+            if (checkpoints.resume()) throw new IllegalArgumentException("resuming a data-parallel run (" + dist.worldSize() + " processes) is not supported yet");
+            if (o.rl().fleet().active())
+                throw new IllegalArgumentException("a data-parallel run (" + dist.worldSize() + " processes) with a generation fleet is not supported yet: "
+                        + "each rank generates its share in process");
+            int world = dist.worldSize();
+            if (o.rl().promptsPerStep() < world || o.sft().batch() < world)
+                throw new IllegalArgumentException("every rank needs a share of each step: " + world + " processes, but " + o.rl().promptsPerStep()
+                        + " prompts per RL step and " + o.sft().batch() + " demonstrations per SFT step");
+            if (!dist.isMain()) {
+                o = o.withSetup(o.setup().withOut(o.setup().out().resolve("rank-" + dist.rank())));
+                checkpoints = Checkpoint.Policy.none();
+                listener = new Listener() {};
+            }
+            sync = new GradientSync(dist);
+        }
         long t0 = System.nanoTime();
         CpuThreads.set(o.setup().threads());
         Path out = o.setup().out();
         Files.createDirectories(out);
         // A model directory that carries a tokenizer with a chat template poses the task in that format too.
-        Path tokDir = o.setup().tokenizer() != null ? o.setup().tokenizer()
-                : o.setup().modelDir() != null && Files.isRegularFile(o.setup().modelDir().resolve("tokenizer.json"))
-                        && Files.isRegularFile(o.setup().modelDir().resolve("tokenizer_config.json")) ? o.setup().modelDir() : null;
+        Path tokDir = tokenizerDir(o.setup());
         ChatFormat chat = tokDir == null ? null : ChatFormat.qwen3(tokDir, false);
         Tokenizer tok = chat != null ? chat.tokenizer() : CharTokenizer.ascii();
         PolicyConfig model = o.setup().model();
@@ -304,10 +398,15 @@ public final class TrainingRun {
                         + tok.vocabSize() + ")");
             // the GPU path: bf16 matmuls and attention under autocast, fp32 weights, norms and optimizer state
             if (policy.device().is_cuda()) policy.setAutocast(ScalarType.BFloat16);
+            if (sync != null) {
+                try (var params = policy.parameters()) {
+                    sync.broadcastParameters(params);   // rank 0's start, before anything (the KL reference included) copies it
+                }
+            }
             List<Problem> evalSet = task.heldOut().subList(0, Math.min(o.eval().problems(), task.heldOut().size()));
             if (o.setup().init() == null && o.sft().steps() > 0 && phase == Checkpoint.Phase.SFT) {
                 long s0 = System.nanoTime();
-                sft(o, task, tok, policy, log, listener, p, sftSeconds);
+                sft(o, task, tok, policy, log, listener, p, sftSeconds, sync);
                 policy.save(out.resolve("sft.safetensors"));
                 sftSeconds += (System.nanoTime() - s0) / 1e9;
             }
@@ -321,7 +420,7 @@ public final class TrainingRun {
                 long r0 = System.nanoTime();
                 p.before = before;
                 p.sftSeconds = sftSeconds;
-                rl(o, task, tok, policy, log, listener, p, rlSeconds);
+                rl(o, task, tok, policy, log, listener, p, rlSeconds, sync);
                 rlSeconds += (System.nanoTime() - r0) / 1e9;
                 if (!evalSet.isEmpty()) after = evaluate(o, task, tok, policy, evalSet, "after", log, listener, samples);
             }
@@ -383,7 +482,7 @@ public final class TrainingRun {
     // ---------------------------------------------------------------------------------------------
 
     private static void sft(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener,
-                            Progress progress, double secondsBefore) throws IOException {
+                            Progress progress, double secondsBefore, GradientSync sync) throws IOException {
         long t0 = System.nanoTime();
         int start = progress.resumeStep(Checkpoint.Phase.SFT);
         List<Sequence> data;
@@ -401,7 +500,7 @@ public final class TrainingRun {
         OptimConfig optim = o.sft().optim();
         Random rnd = new Random(Seeds.derive(o.setup().seed(), 13));
         listener.phase("sft", o.sft().steps());
-        try (Trainer trainer = new Trainer(policy, optim, o.sft().steps(), o.setup().microBatchTokens(), tok.vocabSize())) {
+        try (Trainer trainer = new Trainer(policy, optim, o.sft().steps(), o.setup().microBatchTokens(), tok.vocabSize()).dataParallel(sync)) {
             if (start > 0) trainer.loadOptimizer(progress.last.file(Checkpoint.OPTIMIZER), progress.last.state().optimizerSteps());
             List<Integer> order = new ArrayList<>();
             int at = 0;
@@ -417,7 +516,7 @@ public final class TrainingRun {
                     batch.add(data.get(order.get(at++)));
                 }
                 if (s < start) continue;   // resumed: the data order is replayed up to the checkpoint
-                Trainer.SftStats st = trainer.sftStep(batch);
+                Trainer.SftStats st = trainer.sftStep(shard(batch, sync));
                 Map<String, Object> m = new LinkedHashMap<>();
                 m.put("phase", "sft");
                 m.put("step", s + 1);
@@ -435,20 +534,59 @@ public final class TrainingRun {
     }
 
     private static void rl(Options o, TrainingTask task, Tokenizer tok, ReferencePolicy policy, MetricsLog log, Listener listener,
-                           Progress progress, double secondsBefore) throws IOException {
+                           Progress progress, double secondsBefore, GradientSync sync) throws IOException {
         long t0 = System.nanoTime();
         int start = progress.resumeStep(Checkpoint.Phase.RL);
         boolean resumed = progress.last != null && progress.last.state().phase() == Checkpoint.Phase.RL;
         Recipe recipe = o.recipe();
-        RlTrainer.Config cfg = new RlTrainer.Config(recipe, o.rl().budget(), o.rl().ppoEpochs(), o.rl().oldLogprobs());
+        // asynchronous rollouts come from older weights: under auto, π_old is recomputed (decoupled PPO, §7)
+        RlTrainer.OldLogprobs old = o.rl().fleet().asyncSteps() > 0 && o.rl().oldLogprobs() == RlTrainer.OldLogprobs.AUTO
+                ? RlTrainer.OldLogprobs.RECOMPUTE : o.rl().oldLogprobs();
+        RlTrainer.Config cfg = new RlTrainer.Config(recipe, o.rl().budget(), o.rl().ppoEpochs(), old, o.rl().correction());
         boolean kl = recipe.needsReference();
         long optSteps = recipe.kind() == Recipe.Kind.REJECTION_SAMPLING ? o.rl().steps() : (long) o.rl().steps() * o.rl().ppoEpochs() * recipe.miniBatches();
         OptimConfig optim = o.rl().optim();
         ReferencePolicy reference = !kl ? null
                 : resumed ? ReferencePolicy.load(progress.last.file(Checkpoint.REFERENCE), "auto", ScalarType.Float) : copy(policy);
-        try (LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults());
-             Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize()).packing(o.rl().packTrees() ? Trainer.Packing.AUTO : Trainer.Packing.OFF, Trainer.DEFAULT_MAX_PACK_TOKENS);
-             RlTrainer rl = new RlTrainer(task, tok, trainer, gen, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))) {
+        Fleet fleet = o.rl().fleet();
+        Path weights = o.setup().out().resolve("weights");
+        // a fleet: the start policy is written for the servers to boot with / load, then published after every update
+        LocalFleet local = null;
+        if (fleet.localServers() > 0) {
+            HfCheckpoint.save(policy, weights.resolve("boot"), HfCheckpoint.SaveOptions.defaults().withStoreAs(ScalarType.Float)
+                    .withTokenizer(tokenizerDir(o.setup())));
+            listener.message("starting a local fleet of " + fleet.localServers() + " arbor serve processes ...");
+            local = LocalFleet.start(fleet.localServers(), weights.resolve("boot"), java.time.Duration.ofMinutes(3));
+            listener.message("local fleet: " + local.urls());
+        }
+        OpenAiCompatibleGenerator remote = !fleet.active() ? null : OpenAiCompatibleGenerator.builder()
+                .baseUrls(local != null ? local.urls() : fleet.generators()).vocabSize(tok.vocabSize()).build();
+        WeightPublisher publisher = remote == null ? null : new WeightPublisher(weights, remote, fleet.updateTimeout(), 2, tokenizerDir(o.setup()));
+        java.util.concurrent.atomic.AtomicLong version = new java.util.concurrent.atomic.AtomicLong(start);
+        java.util.concurrent.atomic.AtomicReference<WeightPublisher.Report> published = new java.util.concurrent.atomic.AtomicReference<>();
+        Runnable publish = () -> {
+            try {
+                published.set(publisher.publish(policy, version.get()));
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        };
+        try (LocalFleet fleetProcesses = local;
+             LocalGenerator gen = remote == null ? new LocalGenerator(policy, tok, LocalGenerator.Options.defaults()) : null;
+             OpenAiCompatibleGenerator remoteGen = remote;
+             Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize()).dataParallel(sync)
+                     .packing(o.rl().packTrees() ? Trainer.Packing.AUTO : Trainer.Packing.OFF, Trainer.DEFAULT_MAX_PACK_TOKENS);
+             RlTrainer rl = remote == null
+                     ? new RlTrainer(task, tok, trainer, gen, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))
+                     : new RlTrainer(task, tok, trainer, remote, () -> {
+                         version.incrementAndGet();
+                         publish.run();
+                     }, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))) {
+            if (publisher != null) {
+                publish.run();   // every server on the policy this phase starts from
+                listener.message("fleet: weight version " + version.get() + " loaded by " + published.get().loaded()
+                        + (published.get().failed().isEmpty() ? "" : "; failed: " + published.get().failed()));
+            }
             listener.phase(o.recipe().name(), o.rl().steps());
             listener.message("rl: " + o.recipe().name() + ", " + rl.strategy().name() + ", loss " + rl.lossConfig().clipMode()
                     + " " + rl.lossConfig().epsLow() + "/" + rl.lossConfig().epsHigh() + (rl.lossConfig().dualClipC() > 0
@@ -463,6 +601,8 @@ public final class TrainingRun {
             List<Problem> order = new ArrayList<>(task.train());
             Collections.shuffle(order, rnd);
             int at = 0;
+            // every step's prompts, in the data order (a resumed run replays it up to its checkpoint)
+            List<List<Problem>> batches = new ArrayList<>(o.rl().steps());
             for (int s = 0; s < o.rl().steps(); s++) {
                 // dynamic sampling (Recipe.oversample > 1) rolls out k× the prompts and trains on the informative groups
                 int draw = o.rl().promptsPerStep() * (recipe.kind() == Recipe.Kind.POLICY_GRADIENT ? recipe.oversample() : 1);
@@ -474,20 +614,97 @@ public final class TrainingRun {
                     }
                     batch.add(order.get(at++));
                 }
-                if (s < start) continue;   // resumed: the data order is replayed up to the checkpoint
-                Map<String, Object> m = new LinkedHashMap<>();
-                m.put("phase", "rl");
-                m.put("step", s + 1);
-                m.put("recipe", o.recipe().name());
-                m.putAll(rl.step(batch, Seeds.derive(o.setup().seed(), 1000 + s)));
-                log.log(m);
-                listener.step("rl", s + 1, o.rl().steps(), m);
-                if (progress.policy.due(s + 1, o.rl().steps()))
-                    progress.save(Checkpoint.Phase.RL, s + 1, secondsBefore + (System.nanoTime() - t0) / 1e9, policy, trainer, null, reference, log);
+                batches.add(batch);
+            }
+            // asynchronous steps (a fleet only): the rollouts of the next k steps are generated while this one trains
+            int ahead = fleet.asyncSteps();
+            java.util.concurrent.ExecutorService roller = ahead > 0 ? java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+                Thread t = new Thread(r, "arbor-async-rollouts");
+                t.setDaemon(true);
+                return t;
+            }) : null;
+            Map<Integer, java.util.concurrent.Future<RlTrainer.Rollout>> inFlight = new java.util.HashMap<>();
+            int submitted = start;
+            try {
+                for (int s = start; s < o.rl().steps(); s++) {
+                    long seed = Seeds.derive(o.setup().seed(), 1000 + s);
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("phase", "rl");
+                    m.put("step", s + 1);
+                    m.put("recipe", o.recipe().name());
+                    if (roller == null) {
+                        // data parallel: this rank's share of the prompts, rolled out with a seed of its own
+                        m.putAll(sync == null ? rl.step(batches.get(s), seed) : rl.step(shard(batches.get(s), sync), Seeds.derive(seed, sync.distributed().rank())));
+                        if (sync != null) DataParallelMetrics.globalRollout(m, sync);
+                    } else {
+                        // steps s … s + k in flight (one thread: s + 1 starts when s's rollouts end, while s trains)
+                        for (; submitted < Math.min(o.rl().steps(), s + 1 + ahead); submitted++) {
+                            int q = submitted;
+                            List<Problem> b = batches.get(q);
+                            long sq = Seeds.derive(o.setup().seed(), 1000 + q);
+                            inFlight.put(q, roller.submit(() -> rl.rollout(b, sq)));
+                        }
+                        RlTrainer.Rollout r;
+                        long w0 = System.nanoTime();
+                        try {
+                            r = inFlight.remove(s).get();
+                        } catch (java.util.concurrent.ExecutionException e) {
+                            throw e.getCause() instanceof RuntimeException re ? re : new IllegalStateException(e.getCause());
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                            throw new IllegalStateException("interrupted while waiting for step " + (s + 1) + "'s rollouts", e);
+                        }
+                        m.put("rollout_wait_seconds", (System.nanoTime() - w0) / 1e9);
+                        m.putAll(rl.train(batches.get(s), r, seed));
+                        // staleness: this step trained version s; its rollouts came from versions >= s - ahead
+                        int oldest = s;
+                        for (ai.arbor.rl.Scored x : r.scored())
+                            for (String v : x.trajectory().policyVersions()) {
+                                try {
+                                    oldest = Math.min(oldest, Integer.parseInt(v));
+                                } catch (NumberFormatException ignored) {
+                                    // a version that is not ours (an external server's own label)
+                                }
+                            }
+                        m.put("rollout_staleness", s - oldest);
+                    }
+                    WeightPublisher.Report pr = published.getAndSet(null);
+                    if (pr != null) {
+                        m.put("weight_version", pr.version());
+                        m.put("publish_write_seconds", pr.writeSeconds());
+                        m.put("publish_reload_seconds", pr.reloadSeconds());
+                        m.put("fleet_loaded", pr.loaded().size());
+                        m.put("fleet_failed", pr.failed().size());
+                        if (!pr.failed().isEmpty()) listener.message("fleet: out of rotation after step " + (s + 1) + ": " + pr.failed());
+                    }
+                    log.log(m);
+                    listener.step("rl", s + 1, o.rl().steps(), m);
+                    if (progress.policy.due(s + 1, o.rl().steps()))
+                        progress.save(Checkpoint.Phase.RL, s + 1, secondsBefore + (System.nanoTime() - t0) / 1e9, policy, trainer, null, reference, log);
+                }
+            } finally {
+                if (roller != null) {
+                    inFlight.values().forEach(f -> f.cancel(true));
+                    roller.shutdownNow();
+                }
             }
         } finally {
             if (reference != null) reference.close();
         }
+    }
+
+    /** This rank's contiguous share of a step's items (all of them alone): rank r of w gets [r·n/w, (r+1)·n/w). */
+    static <T> List<T> shard(List<T> all, GradientSync sync) {
+        if (sync == null) return all;
+        long n = all.size(), r = sync.distributed().rank(), w = sync.distributed().worldSize();
+        return all.subList((int) (r * n / w), (int) ((r + 1) * n / w));
+    }
+
+    /** The Hugging Face tokenizer directory of a run: the given one, or the model directory's when it has one; else null. */
+    static Path tokenizerDir(Setup setup) {
+        return setup.tokenizer() != null ? setup.tokenizer()
+                : setup.modelDir() != null && Files.isRegularFile(setup.modelDir().resolve("tokenizer.json"))
+                        && Files.isRegularFile(setup.modelDir().resolve("tokenizer_config.json")) ? setup.modelDir() : null;
     }
 
     /** A frozen copy of {@code policy} (the KL reference). */

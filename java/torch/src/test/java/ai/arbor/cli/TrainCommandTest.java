@@ -138,6 +138,9 @@ class TrainCommandTest {
         assertEquals(7, f.rl().steps());
         assertEquals(500, f.rl().budget().generatedTokens());
         assertEquals(0, parsed("--recipe", "sft").rl().steps(), "sft samples no rollouts");
+        assertEquals(ai.arbor.rl.RolloutCorrection.NONE, f.rl().correction(), "no off-policy correction by default");
+        assertEquals(ai.arbor.rl.RolloutCorrection.tokenIs(3).withRejection(ai.arbor.rl.RolloutCorrection.RejectLevel.GEOMETRIC, Double.NaN, 1.5),
+                parsed("--rollout-correction", "is=token,is-threshold=3,reject=geometric,reject-high=1.5").rl().correction());
 
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> parsed("--group-size", "-1"));
         assertTrue(e.getMessage().contains("-1"), e.getMessage());

@@ -109,12 +109,59 @@ class CompletionServerTest {
         // greedy: the sampled token is the best alternative
         double best = lp.path("top_logprobs").get(0).elements().next().asDouble();
         assertEquals(best, lp.path("token_logprobs").get(0).asDouble(), 1e-6);
-        for (String bad : new String[] {"{\"prompt\":\"x\",\"n\":2}", "{\"prompt\":[1,2,9999]}", "{\"max_tokens\":3}", "not json",
+        for (String bad : new String[] {"{\"prompt\":\"x\",\"n\":0}", "{\"prompt\":[1,2,9999]}", "{\"max_tokens\":3}", "not json",
                 "{\"prompt\":\"x\",\"temperature\":-1}"}) {
             HttpResponse<String> e = c.send(HttpRequest.newBuilder(URI.create(server.baseUrl() + "/v1/completions"))
                     .POST(HttpRequest.BodyPublishers.ofString(bad)).build(), HttpResponse.BodyHandlers.ofString());
             assertEquals(400, e.statusCode(), bad + " -> " + e.body());
-            assertTrue(json.readTree(e.body()).path("error").path("message").asText().length() > 3);
+            JsonNode err = json.readTree(e.body()).path("error");
+            assertTrue(err.path("message").asText().length() > 3);
+            assertEquals("BadRequestError", err.path("type").asText(), e.body());
+            assertEquals(400, err.path("code").asInt(), e.body());
+            assertTrue(err.has("param"), e.body());
         }
+        // the offending field is named
+        HttpResponse<String> e = c.send(HttpRequest.newBuilder(URI.create(server.baseUrl() + "/v1/completions"))
+                .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":\"x\",\"top_k\":-2}")).build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals("top_k", json.readTree(e.body()).path("error").path("param").asText(), e.body());
+        // the model list reports the policy's context length
+        HttpResponse<String> models = c.send(HttpRequest.newBuilder(URI.create(server.baseUrl() + "/v1/models")).build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals(policy.config().maxSeq(), json.readTree(models.body()).path("data").get(0).path("max_model_len").asInt());
+    }
+
+    /** Qwen3 / Hermes tool calls as vLLM's hermes parser reads them: every call, the content before the first, arguments by json.dumps. */
+    @Test
+    void toolCallsAreReadAsVllmsHermesParserReadsThem() {
+        CompletionServer.ToolCalls two = CompletionServer.toolCalls("Let me add.\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": [2, \"x\"]}}\n</tool_call>\n"
+                + "<tool_call>\n{\"name\": \"noop\", \"arguments\": {}}\n</tool_call>");
+        assertEquals("Let me add.\n", two.content());
+        assertEquals(2, two.json().size());
+        assertEquals("add", two.json().get(0).path("function").path("name").asText());
+        assertEquals("{\"a\": 1, \"b\": [2, \"x\"]}", two.json().get(0).path("function").path("arguments").asText());
+        assertEquals("function", two.json().get(0).path("type").asText());
+        assertTrue(two.json().get(0).path("id").asText().startsWith("chatcmpl-tool-"));
+        assertEquals("{}", two.json().get(1).path("function").path("arguments").asText());
+        // a call first: no content; an unterminated last call still counts; arguments given as a string stay as they are
+        CompletionServer.ToolCalls open = CompletionServer.toolCalls("<tool_call>{\"name\":\"f\",\"arguments\":\"{\\\"q\\\": 1}\"}");
+        assertEquals(null, open.content());
+        assertEquals("{\"q\": 1}", open.json().get(0).path("function").path("arguments").asText());
+        // no call, or a call that is not JSON with a name: no tool calls (the text is the content)
+        assertEquals(null, CompletionServer.toolCalls("just an answer"));
+        assertEquals(null, CompletionServer.toolCalls("<tool_call>{not json}</tool_call>"));
+        assertEquals(null, CompletionServer.toolCalls("<tool_call>{\"arguments\": {}}</tool_call>"));
+        assertEquals(null, CompletionServer.toolCalls("<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>"));
+    }
+
+    /** Weight updates name the first config.json field in which a checkpoint differs from the served model. */
+    @Test
+    void aCheckpointOfAnotherModelIsNamedByItsField() {
+        PolicyConfig c = PolicyConfig.tiny(TOK.vocabSize());
+        assertEquals(null, CompletionServer.configDifference(c, c.withSeed(99)), "the seed is not the model's shape");
+        PolicyConfig wider = new PolicyConfig(c.vocab(), c.dModel(), c.layers(), c.heads(), c.kvHeads(), c.ffnDim() * 2, c.maxSeq(),
+                c.ropeTheta(), c.normEps(), c.tiedEmbeddings(), c.seed());
+        assertEquals("intermediate_size is 256, the served model's 128", CompletionServer.configDifference(c, wider));
+        PolicyConfig longer = new PolicyConfig(c.vocab(), c.dModel(), c.layers(), c.heads(), c.kvHeads(), c.ffnDim(), 2 * c.maxSeq(),
+                c.ropeTheta(), c.normEps(), c.tiedEmbeddings(), c.seed());
+        assertEquals("max_position_embeddings is 1024, the served model's 512", CompletionServer.configDifference(c, longer));
     }
 }

@@ -8,6 +8,7 @@ import ai.arbor.kernels.SamplingParams;
 import ai.arbor.reward.AnswerChecker;
 import ai.arbor.reward.MathGrader;
 import ai.arbor.rl.Recipe;
+import ai.arbor.rl.RolloutCorrection;
 import ai.arbor.rl.Scored;
 import ai.arbor.rl.Sequence;
 import ai.arbor.rl.StepPipeline;
@@ -176,5 +177,40 @@ class RlTrainerTest {
             assertEquals(sum / live.size(), reward, 1e-9);
             assertEquals(1, invalidations.get(), "the generator is told after the update");
         }
+    }
+
+    /**
+     * The off-policy correction in the step (docs/algorithms.md §7): the scripted sampler reports log-prob −0.5 for
+     * every token while the random policy recomputes others, so δ = log π_old − log π_rollout is far from 0. The
+     * correction's mean |δ| must equal the trainer's own old-vs-behaviour difference (computed separately), IS
+     * weights are reported, and a rejection band that no token meets leaves no policy-gradient loss.
+     */
+    @Test
+    void offPolicyCorrectionWeightsAndRejectsInTheStep() {
+        PolicyConfig cfg = new PolicyConfig(TOK.vocabSize(), 32, 1, 2, 1, 64, 256, 10_000.0, 1e-6, true, 3);
+        RolloutCorrection tis = RolloutCorrection.tokenIs(2);
+        RolloutCorrection rejectAll = RolloutCorrection.NONE.withRejection(RolloutCorrection.RejectLevel.TOKEN, 0.999999, 1.000001);
+        for (RolloutCorrection rc : List.of(tis, rejectAll)) {
+            try (StubTask task = new StubTask(); ReferencePolicy p = ReferencePolicy.create(cfg); ReferencePolicy ref = TrainingRun.copy(p);
+                 Trainer tr = new Trainer(p, OptimConfig.adamW(1e-3), 10, 4096, TOK.vocabSize());
+                 RlTrainer rl = new RlTrainer(task, TOK, tr, new Scripted(), () -> {}, ref,
+                         new RlTrainer.Config(Recipe.GRPO.withTrajectoriesPerPrompt(6), null, 1, RlTrainer.OldLogprobs.AUTO, rc), 4096, 2)) {
+                Map<String, Object> m = rl.step(task.train(), 11);
+                double diff = ((Number) m.get("old_logprob_abs_diff")).doubleValue();
+                assertTrue(diff > 0.1, "the random policy disagrees with the scripted log-probs: " + diff);
+                assertEquals(diff, ((Number) m.get("rc_mean_abs_delta")).doubleValue(), 1e-5 * diff, rc + ": two computations of mean |δ|");
+                if (rc == tis) {
+                    double mean = ((Number) m.get("rc_is_mean")).doubleValue(), max = ((Number) m.get("rc_is_max")).doubleValue();
+                    assertTrue(mean > 0 && mean <= 2 && max <= 2, "truncated at 2: mean " + mean + " max " + max);
+                    assertEquals(0.0, ((Number) m.get("rc_rejected_frac")).doubleValue(), 0);
+                } else {
+                    assertEquals(1.0, ((Number) m.get("rc_rejected_frac")).doubleValue(), 1e-9, "no token has |δ| < 1e-6");
+                    assertEquals(0.0, ((Number) m.get("pg_loss")).doubleValue(), 0, "nothing left to train");
+                }
+            }
+        }
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> new RlTrainer.Config(Recipe.GRPO, null, 1, RlTrainer.OldLogprobs.BEHAVIOUR, tis));
+        assertTrue(e.getMessage().contains("behaviour"), e.getMessage());
     }
 }

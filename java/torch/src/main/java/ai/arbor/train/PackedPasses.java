@@ -26,11 +26,13 @@ import org.bytedeco.pytorch.TensorArrayRefOptional;
  * micro-batches of {@link TreePacking#plan}. Per micro-batch the policy runs once over the unique tokens
  * (position ids = depth; {@link ReferencePolicy#forwardPathRows}: projections and MLP once per unique token,
  * attention per sequence along its path, so never the square of a pack), the LM head only at the unique slots
- * that predict a trained token; the loss kernel then reads one row per
- * (trajectory, token) pair — {@code index_select} of the unique logit rows, whose backward adds the pairs'
- * gradients into the shared row — with each pair's own advantage, old log-prob, weight and sequence id, so every
- * loss (clip, dual clip, AEPO, GSPO, CISPO, KL, entropy bonus, every aggregation) is the unpacked one. A
- * micro-batch whose packs are all single sequences runs the plain causal forward.
+ * that predict a trained token. The loss reads each distinct (logit row, label) once: token statistics over the
+ * distinct rows, the O(T) per-token loss over the (trajectory, token) pairs — each with its own advantage, old
+ * log-prob, weight and sequence id, so every loss (clip, dual clip, AEPO, GSPO, CISPO, KL, entropy bonus, every
+ * aggregation) is the unpacked one — and one statistics backward over the distinct rows with the pairs' upstream
+ * gradients summed per row (nothing of size [pairs, V]). Where no two pairs share a row, the fused kernel runs on
+ * the rows as they are. A micro-batch whose packs are all single sequences runs the plain causal forward. The
+ * fused-linear form (policies whose logits would not fit) gathers hidden states per pair instead: [pairs, d].
  *
  * <p>The scoring pass computes each unique token's log-prob and entropy once (a (slot, label) pair shared by k
  * trajectories is one kernel row) and copies it to the k rows.
@@ -102,12 +104,6 @@ final class PackedPasses {
         return in.chains ? model.forwardRows(in.tokens, in.logitRows) : model.forwardPathRows(in.paths, in.logitRows);
     }
 
-    /** Logits of the loss rows (one per pair), [N, V]: the unique rows gathered (autograd adds the pairs' gradients back). */
-    private static Tensor pairLogits(ReferencePolicy model, Inputs in) {
-        Tensor u = uniqueLogits(model, in);
-        return in.identity ? u : u.index_select(0, in.pairIndex);
-    }
-
     /**
      * The policy loss of {@code c} (its normalizer set) over {@code batch}, packed; with {@code backward} its
      * gradient accumulates into the parameters. Each micro-batch's result goes to {@code sink}.
@@ -141,13 +137,83 @@ final class PackedPasses {
                     sink.accept(out.result());
                     continue;
                 }
-                Tensor logits = backward ? pairLogits(policy, in) : noGrad(() -> pairLogits(policy, in));
-                TorchPolicyLoss.Output out = TorchPolicyLoss.forwardBackward(c, logits.detach(), in.labels, old, adv, w, ref, seq, vocabLimit, false);
-                if (backward) logits.backward(out.grad(), new BoolOptional(), false, new TensorArrayRefOptional());
-                sink.accept(out.result());
+                if (in.identity) {   // no two pairs share a logit row: the fused kernel over the rows as they are
+                    Tensor logits = backward ? uniqueLogits(policy, in) : noGrad(() -> uniqueLogits(policy, in));
+                    TorchPolicyLoss.Output out = TorchPolicyLoss.forwardBackward(c, logits.detach(), in.labels, old, adv, w, ref, seq, vocabLimit, false);
+                    if (backward) logits.backward(out.grad(), new BoolOptional(), false, new TensorArrayRefOptional());
+                    sink.accept(out.result());
+                    continue;
+                }
+                sink.accept(sharedRowsLoss(policy, in, mb, c, vocabLimit, backward));
             }
         }
         return new Work(unique, total, plan.size());
+    }
+
+    /** The distinct (logit row, label) pairs of a packed micro-batch's rows, and each row's pair. */
+    private record UniquePairs(int count, long[] rowOf, long[] labelOf, int[] pairOf) {
+        static UniquePairs of(long[] pairIndex, int[] labels, int vocab) {
+            int n = labels.length;
+            Map<Long, Integer> ids = new HashMap<>();
+            int[] pairOf = new int[n];
+            long[] rowOf = new long[n], labelOf = new long[n];
+            int u = 0;
+            for (int k = 0; k < n; k++) {
+                long key = pairIndex[k] * (long) vocab + labels[k];
+                Integer id = ids.get(key);
+                if (id == null) {
+                    ids.put(key, id = u);
+                    rowOf[u] = pairIndex[k];
+                    labelOf[u] = labels[k];
+                    u++;
+                }
+                pairOf[k] = id;
+            }
+            return new UniquePairs(u, java.util.Arrays.copyOf(rowOf, u), java.util.Arrays.copyOf(labelOf, u), pairOf);
+        }
+
+        /** The logits of the distinct pairs, [count, V], from the unique slots' logits (autograd-tracked gather when needed). */
+        Tensor logits(Tensor slots, ReferencePolicy model) {
+            return count == slots.size(0) && ascending(rowOf, count) ? slots : slots.index_select(0, to(Tensor.create(rowOf, count), model));
+        }
+    }
+
+    /**
+     * The loss of a micro-batch whose (trajectory, token) pairs share logit rows, reading each distinct (row, label)
+     * once: token statistics over the distinct rows, the O(T) per-pair loss over the pairs (each with its own
+     * advantage, old log-prob, weight and sequence: the clip is not linear in A), the pairs' upstream gradients
+     * summed per distinct row, and one statistics backward over the distinct rows — ∂L/∂z_row = (Σ ∂L/∂lp)(e_y − p)
+     * + (Σ ∂L/∂H) ∂H/∂z, the sum over the pairs of each one's gradient, since they share z and y.
+     */
+    private static PolicyLossResult sharedRowsLoss(ReferencePolicy policy, Inputs in, TokenBatch mb, PolicyLossConfig c, int vocabLimit,
+                                                   boolean backward) {
+        int n = mb.rows();
+        UniquePairs up = UniquePairs.of(in.packed.pairIndex(), mb.label(), policy.config().vocab());
+        Tensor slots = backward ? uniqueLogits(policy, in) : noGrad(() -> uniqueLogits(policy, in));
+        Tensor rows = backward ? up.logits(slots, policy) : noGrad(() -> up.logits(slots, policy));
+        Tensor data = rows.detach(), labels = to(Tensor.create(up.labelOf(), up.count()), policy);
+        float t = (float) c.temperature();
+        TorchTokenStats.Stats st = TorchTokenStats.forward(data, labels, t, null, vocabLimit);
+        float[] lpU = TorchTensors.hostFloats(st.logprob()), hU = TorchTensors.hostFloats(st.entropy());
+        float[] lp = new float[n], h = new float[n], glp = new float[n], gh = new float[n];
+        for (int k = 0; k < n; k++) {
+            lp[k] = lpU[up.pairOf()[k]];
+            h[k] = hU[up.pairOf()[k]];
+        }
+        boolean kl = c.klType() != ai.arbor.kernels.KlType.NONE;
+        PolicyLossResult r = ai.arbor.kernels.PolicyLoss.loss(c, lp, h, mb.old(), mb.advantage(), mb.weight(), kl ? mb.ref() : null,
+                c.agg().needsSequences() || c.clipMode().isGspo() ? mb.seqId() : null, null, glp, gh);
+        if (backward) {
+            float[] glpU = new float[up.count()], ghU = new float[up.count()];
+            for (int k = 0; k < n; k++) {
+                glpU[up.pairOf()[k]] += glp[k];
+                ghU[up.pairOf()[k]] += gh[k];
+            }
+            Tensor grad = TorchTokenStats.backward(data, labels, t, null, vocabLimit, st, to(Tensor.create(glpU, up.count()), policy),
+                    to(Tensor.create(ghU, up.count()), policy));
+            rows.backward(grad, new BoolOptional(), false, new TensorArrayRefOptional());
+        }
+        return r;
     }
 
     /** Final hidden states of the loss rows, [N, D] (gathered from the unique predicting slots). */
@@ -176,25 +242,10 @@ final class PackedPasses {
                     int n = mb.rows();
                     if (n == 0) continue;
                     // unique (logit row, label) pairs: a branch point's slot predicts one token per child
-                    long[] pair = in.packed.pairIndex();
-                    Map<Long, Integer> ids = new HashMap<>();
-                    int[] tokenOf = new int[n];
-                    long[] rowOf = new long[n], labelOf = new long[n];
-                    int u = 0;
-                    for (int k = 0; k < n; k++) {
-                        long key = pair[k] * (long) model.config().vocab() + mb.label()[k];
-                        Integer id = ids.get(key);
-                        if (id == null) {
-                            ids.put(key, id = u);
-                            rowOf[u] = pair[k];
-                            labelOf[u] = mb.label()[k];
-                            u++;
-                        }
-                        tokenOf[k] = id;
-                    }
-                    Tensor logits = uniqueLogits(model, in);
-                    if (u != logits.size(0) || !ascending(rowOf, u)) logits = logits.index_select(0, to(Tensor.create(java.util.Arrays.copyOf(rowOf, u), u), model));
-                    TorchTokenStats.Stats st = TorchTokenStats.forward(logits, to(Tensor.create(java.util.Arrays.copyOf(labelOf, u), u), model),
+                    UniquePairs up = UniquePairs.of(in.packed.pairIndex(), mb.label(), model.config().vocab());
+                    int[] tokenOf = up.pairOf();
+                    Tensor logits = up.logits(uniqueLogits(model, in), model);
+                    TorchTokenStats.Stats st = TorchTokenStats.forward(logits, to(Tensor.create(up.labelOf(), up.count()), model),
                             temperature, null, vocabLimit);
                     float[] lp = TorchTensors.hostFloats(st.logprob()), h = TorchTensors.hostFloats(st.entropy());
                     int[] rows = batch.rowsOf(in.packed.sequences());

@@ -36,7 +36,8 @@ import java.util.Locale;
  * A training method as one value (docs/algorithms.md §6): everything it decides — how it samples rollouts,
  * how rewards become sequence advantages, which trajectories its filters drop, how advantages are shaped
  * per token, which clipped loss it optimizes, which reward it uses, how many trajectories per prompt, how
- * many mini-batches per step, the sampling distribution, and how many samples rejection sampling keeps. The
+ * many mini-batches per step, the sampling distribution, how the agent loop behaves at the task's limits, and how
+ * many samples rejection sampling keeps. The
  * step ({@link StepPipeline}, the trainer in arbor-torch) reads every decision from here; adding a method adds
  * a constant, not a case elsewhere.
  *

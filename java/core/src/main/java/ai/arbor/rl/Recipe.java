@@ -36,7 +36,8 @@ import java.util.Locale;
  * A training method as one value (docs/algorithms.md §6): everything it decides — how it samples rollouts,
  * how rewards become sequence advantages, which trajectories its filters drop, how advantages are shaped
  * per token, which clipped loss it optimizes, which reward it uses, how many trajectories per prompt, how
- * many mini-batches per step, the sampling distribution, and how many samples rejection sampling keeps. The
+ * many mini-batches per step, the sampling distribution, how the agent loop behaves at the task's limits, and how
+ * many samples rejection sampling keeps. The
  * step ({@link StepPipeline}, the trainer in arbor-torch) reads every decision from here; adding a method adds
  * a constant, not a case elsewhere.
  *
@@ -60,10 +61,13 @@ import java.util.Locale;
  * @param oversample            DAPO dynamic sampling (docs/algorithms.md §3): roll out this many times the step's
  *                              prompts and train on the first informative (non-degenerate) groups up to the step's
  *                              prompt count; 1 = off (TAO-RL's release: 3)
+ * @param agent                 the recipe's agent-loop options over the task's limits ({@link #agentConfig}: e.g.
+ *                              Tree-GRPO's invalid-action reply and final turn without tools, CoRT's limit notice and
+ *                              last round without tool stops); {@link Agent#TASK} leaves the task's loop as it is
  */
 public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimator estimator, TokenShaping shaping,
                      List<TrajectoryFilter> filters, PolicyLossConfig loss, Rewards reward, int trajectoriesPerPrompt,
-                     int miniBatches, SamplingParams sampling, int keepPerPrompt, int oversample) {
+                     int miniBatches, SamplingParams sampling, int keepPerPrompt, int oversample, Agent agent) {
 
     /** What a recipe trains with. */
     public enum Kind {
@@ -87,8 +91,29 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
         RewardFunction reward(TrainingTask task, AgentConfig agent);
     }
 
+    /**
+     * A recipe's changes to the task's agent loop: the task sets the limits (turns, calls, tokens) at the recipe's
+     * sampling, the recipe the loop's behaviour at those limits.
+     */
+    @FunctionalInterface
+    public interface Agent {
+        AgentConfig configure(AgentConfig task);
+
+        /** The task's loop unchanged. */
+        Agent TASK = a -> a;
+    }
+
+    /** A recipe with the task's agent loop unchanged ({@link Agent#TASK}). */
+    public Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimator estimator, TokenShaping shaping, List<TrajectoryFilter> filters,
+                  PolicyLossConfig loss, Rewards reward, int trajectoriesPerPrompt, int miniBatches, SamplingParams sampling, int keepPerPrompt,
+                  int oversample) {
+        this(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt, oversample,
+                Agent.TASK);
+    }
+
     public Recipe {
         if (name == null || name.isBlank()) throw new IllegalArgumentException("a recipe needs a name, got '" + name + "'");
+        if (agent == null) agent = Agent.TASK;
         if (kind == null || estimator == null || shaping == null || loss == null || reward == null || sampling == null)
             throw new IllegalArgumentException(name + ": kind, estimator, shaping, loss, reward and sampling are required");
         if (kind != Kind.SUPERVISED && rollouts == null) throw new IllegalArgumentException(name + " samples: rollouts are required");
@@ -154,17 +179,21 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
             PolicyLossConfig.grpoTcr(), TOOL_CALL_OVERLONG, 16, 4);
 
     /**
-     * Tree-GRPO (Ji et al. 2025, arXiv 2509.21240): M = n / 3 trees, N = 2 expansions per iteration, L = 1 iteration,
-     * K = 3 leaves per tree (with a budget: expansions until it is spent, every leaf kept); A = GRPO(intra-tree) +
-     * GRPO(inter-tree); dual-clip c = 3, ε 0.2; k3 β = 0.001; QA tasks: its EM-with-format table (1 / 0.8 / 0.2 /
-     * 0.1), math: the outcome 1/0; n = 6; 8 mini-batches.
+     * Tree-GRPO (Ji et al. 2025, arXiv 2509.21240) as released (AMAP-ML/Tree-GRPO): M = n / 3 trees, N = 2 expansions
+     * per iteration, L = 1 iteration, K = 3 leaves per tree (with a budget: expansions until it is spent, every leaf
+     * kept); A = GRPO(intra-tree) + GRPO(inter-tree); dual-clip c = 3, ε 0.2; k3 β = 0.001; entropy bonus 0.001;
+     * sampling T 1, top-p 0.95; its agent loop ({@link AgentConfig#treeGrpo()}: an invalid action gets Search-R1's
+     * "My previous action is invalid…" and the path goes on, after the task's turns one final generation whose call
+     * is not executed); QA tasks: its EM-with-format table (1 / 0.8 / 0.2 / 0.1), math: the outcome 1/0; n = 6;
+     * 8 mini-batches.
      */
     public static final Recipe TREE_GRPO = pg("tree-grpo", (n, budget) -> new TreeGrpoRollout(budget.unlimited()
                     ? new TreeGrpoRollout.Config(Math.max(1, n / 3), 2, 1, 3, Budget.UNLIMITED)
                     : new TreeGrpoRollout.Config(Math.max(1, n / 3), 2, 0, 0, budget)),
-            AdvantageEstimator.TREE_GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.treeGrpo(),
+            AdvantageEstimator.TREE_GRPO, TokenShaping.broadcast(), List.of(), PolicyLossConfig.treeGrpo().toBuilder().entropyCoef(0.001).build(),
             (task, agent) -> task.questionAnswering() ? new QaFormatReward(QaGrader.standard(), task.wellFormed(), 1, 0.2, 0.1)
-                    : OutcomeReward.of(task.checker()), 6, 8);
+                    : OutcomeReward.of(task.checker()), 6, 8)
+            .withSampling(SamplingParams.temperature(1f).withTopP(0.95f)).withAgent(AgentConfig::treeGrpo);
 
     // --- ARPO / AEPO: the released forms by default, AEPO's paper form as its own recipe (rollout strategies and
     // --- the search reward: see ai.arbor.tree, FormatGatedReward; docs/algorithms.md §4–§6)
@@ -234,18 +263,22 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     /**
      * CoRT's RL stage as released (Li et al. 2025, arXiv 2506.09820; ChengpengLi1003/CoRT; docs/algorithms.md §6):
      * n = 8 chains sampled at T 0.6, top-p 0.95; GRPO; PPO 0.2 with dual clip c = 3; k3 KL β = 0.001; entropy bonus
-     * 0.001; reward 1/0 correct and −0.1 when no code ran or all code failed; 2 mini-batches. The release also requires
+     * 0.001; reward 1/0 correct and −0.1 when no code ran or all code failed; its agent loop ({@link AgentConfig#cort()}:
+     * the task's turns are its rounds, the call of the second-to-last round gets CoRT's "[SYSTEM] You have exceeded
+     * the allowed number of code executions…" inside its output, the last round has no tool stop); 2 mini-batches. The
+     * release also requires
      * {@code </think>} before the answer: {@link #CORT_THINK} (the built-in tasks' responses have no thinking section,
      * so this default leaves it out).
      */
     public static final Recipe CORT = new Recipe("cort", Kind.POLICY_GRADIENT, CHAINS, AdvantageEstimator.GRPO, TokenShaping.broadcast(),
             List.of(), PolicyLossConfig.vanilla().toBuilder().klType(KlType.K3).klCoef(0.001).entropyCoef(0.001).build(),
-            CORT_REWARD, 8, 2, SamplingParams.temperature(0.6f).withTopP(0.95f), 0, 1);
+            CORT_REWARD, 8, 2, SamplingParams.temperature(0.6f).withTopP(0.95f), 0, 1, AgentConfig::cort);
 
     /** {@link #CORT} with the release's {@code </think>} requirement: an answer counts only after {@code </think>}. */
     public static final Recipe CORT_THINK = new Recipe("cort-think", Kind.POLICY_GRADIENT, CHAINS, AdvantageEstimator.GRPO,
             TokenShaping.broadcast(), List.of(), CORT.loss(),
-            (task, agent) -> OutcomeReward.of(afterThinkEnd(task.checker())).plus(CodeExecutionPenalty.CORT), 8, 2, CORT.sampling(), 0, 1);
+            (task, agent) -> OutcomeReward.of(afterThinkEnd(task.checker())).plus(CodeExecutionPenalty.CORT), 8, 2, CORT.sampling(), 0, 1,
+            CORT.agent());
 
     /** A checker that sees only the text after the last {@code </think>}, and no answer without one (CoRT's release). */
     static AnswerChecker afterThinkEnd(AnswerChecker checker) {
@@ -294,39 +327,57 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     /** This recipe with n trajectories per prompt ({@code n <= 0}: unchanged). */
     public Recipe withTrajectoriesPerPrompt(int n) {
         return n <= 0 || n == trajectoriesPerPrompt ? this
-                : new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, n, miniBatches, sampling, keepPerPrompt, oversample);
+                : new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, n, miniBatches, sampling, keepPerPrompt, oversample, agent);
     }
 
     /** This recipe with {@code m} mini-batches per pass. */
     public Recipe withMiniBatches(int m) {
         return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, m, sampling, keepPerPrompt,
-                oversample);
+                oversample, agent);
     }
 
     /** This recipe over-sampling prompts {@code k}× for dynamic sampling (1 = off). */
     public Recipe withOversample(int k) {
-        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt, k);
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt, k, agent);
     }
 
     /** This recipe with {@code loss} (its temperature is set to the sampler's). */
     public Recipe withLoss(PolicyLossConfig l) {
         if (l == null) throw new IllegalArgumentException(name + ": loss must not be null");
         return new Recipe(name, kind, rollouts, estimator, shaping, filters, l, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt,
-                oversample);
+                oversample, agent);
     }
 
     /** This recipe with the sequence-advantage estimator {@code e} (GRPO, Dr.GRPO, RLOO, REINFORCE++ baseline, ...). */
     public Recipe withEstimator(AdvantageEstimator e) {
         if (e == null) throw new IllegalArgumentException(name + ": estimator must not be null");
         return new Recipe(name, kind, rollouts, e, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt,
-                oversample);
+                oversample, agent);
+    }
+
+    /** This recipe with the agent-loop options {@code a} ({@link Agent#TASK}: the task's loop as it is). */
+    public Recipe withAgent(Agent a) {
+        if (a == null) throw new IllegalArgumentException(name + ": agent must not be null (Agent.TASK leaves the task's loop)");
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt,
+                oversample, a);
+    }
+
+    /**
+     * The agent loop this recipe rolls out with on {@code task}: the task's limits at this recipe's sampling, then
+     * the recipe's options ({@link #agent}). The trainer's rollouts and the reward's limits use it.
+     */
+    public AgentConfig agentConfig(TrainingTask task) {
+        if (task == null) throw new IllegalArgumentException(name + ": task must not be null");
+        AgentConfig c = agent.configure(task.agentConfig(sampling));
+        if (c == null) throw new IllegalStateException(name + ": its agent options returned no config");
+        return c;
     }
 
     /** This recipe sampling from {@code s}; its loss follows the temperature. */
     public Recipe withSampling(SamplingParams s) {
         if (s == null) throw new IllegalArgumentException(name + ": sampling must not be null");
         return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, s, keepPerPrompt,
-                oversample);
+                oversample, agent);
     }
 
     @Override

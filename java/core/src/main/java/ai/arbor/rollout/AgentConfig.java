@@ -29,10 +29,17 @@ import java.time.Duration;
  * @param finalTurnWithoutTools after {@code maxTurns} turns, one more generation whose tool call is not executed, a leaf
  *                             (Tree-GRPO's {@code generation_ts.py}: {@code max_turns} acting turns, then a final rollout
  *                             with {@code do_search=False}); false (default): the {@code maxTurns}-th turn is the last
+ * @param lastTurnWithoutToolStops the last generation ({@link #maxGenerations()}-th) is sampled without the format's stop
+ *                             strings, so it cannot stop at a tool call and runs to EOS or its length (CoRT's
+ *                             {@code vllm_rollout.py}: the last round clears {@code stop_token_ids}); false (default): every
+ *                             turn stops at a call
+ * @param limitNoticeInOutput  the limit notice goes inside the observation's frame, after the tool output (CoRT:
+ *                             {@code exec_result += notice}, then {@code ```output\n…\n```}); false (default): after the
+ *                             rendered observation
  */
 public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int maxTurns, int maxToolCalls, int maxResponseTokens, int maxObservationTokens,
                           String limitNotice, Duration toolTimeout, ToolSessionMode toolSessions, String invalidActionObservation,
-                          boolean finalTurnWithoutTools) {
+                          boolean finalTurnWithoutTools, boolean lastTurnWithoutToolStops, boolean limitNoticeInOutput) {
     public AgentConfig {
         if (sampling == null) throw new IllegalArgumentException("sampling must not be null");
         if (limits == null) throw new IllegalArgumentException("limits must not be null");
@@ -55,7 +62,27 @@ public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int 
     /** Tree-GRPO's released loop ({@code generation_ts.py}): invalid actions get Search-R1's reply, then a final turn without tools. */
     public AgentConfig treeGrpo() {
         return new AgentConfig(sampling, limits, maxTurns, maxToolCalls, maxResponseTokens, maxObservationTokens, limitNotice, toolTimeout,
-                toolSessions, TagToolCallFormat.SEARCH_R1_INVALID, true);
+                toolSessions, TagToolCallFormat.SEARCH_R1_INVALID, true, lastTurnWithoutToolStops, limitNoticeInOutput);
+    }
+
+    /**
+     * CoRT's notice when code execution ends ({@code vllm_rollout_with_executor/vllm_rollout.py}, appended to the
+     * execution result of round {@code max_num_func_calls − 2}).
+     */
+    public static final String CORT_LIMIT_NOTICE = "\n\n[SYSTEM]\nYou have exceeded the allowed number of code executions. You can no longer "
+            + "write or run code. Please continue solving the problem using your reasoning and analytical skills.";
+
+    /**
+     * CoRT's released loop ({@code vllm_rollout_with_executor/vllm_rollout.py}) with {@code maxTurns} as its
+     * {@code max_num_func_calls} rounds R: every round but the last may call the tool (so {@code maxToolCalls} =
+     * R − 1); the call of round R − 2 gets {@link #CORT_LIMIT_NOTICE} inside its output; the last round is sampled
+     * without the format's stops. In this loop a round that neither calls nor answers ends the path, so round r's
+     * call is call r + 1 and "the last allowed call" is the call of round R − 2, as in the release. The final turn
+     * without tools (Tree-GRPO's) is turned off: CoRT's last round is one of its R.
+     */
+    public AgentConfig cort() {
+        return new AgentConfig(sampling, limits, maxTurns, maxTurns - 1, maxResponseTokens, maxObservationTokens, CORT_LIMIT_NOTICE, toolTimeout,
+                toolSessions, invalidActionObservation, false, true, true);
     }
 
     public static Builder builder() {
@@ -71,7 +98,7 @@ public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int 
         private Duration toolTimeout = Duration.ofSeconds(120);
         private ToolSessionMode toolSessions = ToolSessionMode.LEASE_PER_CALL;
         private String invalidActionObservation;
-        private boolean finalTurnWithoutTools;
+        private boolean finalTurnWithoutTools, lastTurnWithoutToolStops, limitNoticeInOutput;
 
         public Builder sampling(SamplingParams s) {
             this.sampling = s;
@@ -137,9 +164,21 @@ public record AgentConfig(SamplingParams sampling, GenerationLimits limits, int 
             return this;
         }
 
+        /** See {@link AgentConfig#lastTurnWithoutToolStops()}. */
+        public Builder lastTurnWithoutToolStops(boolean on) {
+            this.lastTurnWithoutToolStops = on;
+            return this;
+        }
+
+        /** See {@link AgentConfig#limitNoticeInOutput()}. */
+        public Builder limitNoticeInOutput(boolean on) {
+            this.limitNoticeInOutput = on;
+            return this;
+        }
+
         public AgentConfig build() {
             return new AgentConfig(sampling, limits, maxTurns, maxToolCalls, maxResponseTokens, maxObservationTokens, limitNotice, toolTimeout,
-                    toolSessions, invalidActionObservation, finalTurnWithoutTools);
+                    toolSessions, invalidActionObservation, finalTurnWithoutTools, lastTurnWithoutToolStops, limitNoticeInOutput);
         }
     }
 }

@@ -35,6 +35,8 @@ public final class AgentLoop {
     private final Executor toolExecutor;
     private final AsyncLimiter generationLimiter;
     private final GenerationLimits baseLimits;
+    /** The last generation's limits when {@link AgentConfig#lastTurnWithoutToolStops()}: the config's, without the format's stops. */
+    private final GenerationLimits lastTurnLimits;
     private final String limitNotice;
 
     private AgentLoop(Builder b) {
@@ -50,6 +52,7 @@ public final class AgentLoop {
         this.toolExecutor = b.toolExecutor;
         this.generationLimiter = b.maxConcurrentGenerations > 0 ? new AsyncLimiter(b.maxConcurrentGenerations) : null;
         this.baseLimits = config.limits().plusStopStrings(format.stopStrings());
+        this.lastTurnLimits = config.lastTurnWithoutToolStops() ? config.limits() : baseLimits;
         this.limitNotice = config.limitNotice() != null ? config.limitNotice() : format.limitNotice();
     }
 
@@ -157,8 +160,10 @@ public final class AgentLoop {
         if (state.terminated()) throw new IllegalArgumentException("state has terminated: " + state);
         if (!state.owns()) throw new IllegalStateException("this state was already continued; fork() it to branch from it");
         int remaining = config.maxResponseTokens() - state.responseTokens;
-        int maxNew = Math.min(baseLimits.maxNewTokens(), remaining);
-        GenerationLimits limits = maxNew == baseLimits.maxNewTokens() ? baseLimits : baseLimits.withMaxNewTokens(maxNew);
+        // CoRT: the last round is sampled without the tool stops
+        GenerationLimits turnLimits = state.turns + 1 >= config.maxGenerations() ? lastTurnLimits : baseLimits;
+        int maxNew = Math.min(turnLimits.maxNewTokens(), remaining);
+        GenerationLimits limits = maxNew == turnLimits.maxNewTokens() ? turnLimits : turnLimits.withMaxNewTokens(maxNew);
         GenerationRequest request = new GenerationRequest(state.context, config.sampling(), limits, Seeds.derive(state.pathSeed, state.turns));
         long t0 = System.nanoTime();
         CompletableFuture<Generation> gen = generationLimiter == null ? callGenerator(request) : generationLimiter.run(() -> callGenerator(request));
@@ -302,11 +307,14 @@ public final class AgentLoop {
             boolean limitReached = calls >= config.maxToolCalls();
             boolean isError = o.status() == ToolCallStatus.MALFORMED || o.status() == ToolCallStatus.UNKNOWN_TOOL;
             String notice = limitReached ? limitNotice : "";
+            // CoRT: the notice is part of the execution result, inside the observation's frame
+            String output = config.limitNoticeInOutput() ? Delimited.body(o.output()) + notice : o.output();
+            if (config.limitNoticeInOutput()) notice = "";
             int room = config.maxResponseTokens() - s.responseTokens - g.length();
-            int[] obs = observationTokens(text, o.output(), isError, notice);
+            int[] obs = observationTokens(text, output, isError, notice);
             boolean cut = false;
             if (obs.length > config.maxObservationTokens()) {
-                obs = truncatedObservation(text, o.output(), isError, notice);
+                obs = truncatedObservation(text, o.output(), isError, limitReached ? limitNotice : "");
                 cut = true;
             }
             if (obs.length > room) {
@@ -340,7 +348,10 @@ public final class AgentLoop {
      */
     private int[] truncatedObservation(String turnText, String output, boolean isError, String notice) {
         int max = config.maxObservationTokens();
-        String frame = render(turnText, "\u0000", isError);
+        // the notice inside the frame (CoRT) follows the cut output and the marker; else it follows the frame
+        String inner = config.limitNoticeInOutput() ? notice : "";
+        if (config.limitNoticeInOutput()) notice = "";
+        String frame = render(turnText, "\u0000" + inner, isError);
         int at = frame.indexOf('\u0000');
         if (at >= 0 && frame.indexOf('\u0000', at + 1) < 0) {
             int[] pre = tokenizer.encode(frame.substring(0, at));
@@ -358,7 +369,7 @@ public final class AgentLoop {
                 return out;
             }
         }
-        return Arrays.copyOf(observationTokens(turnText, output, isError, notice), max);
+        return Arrays.copyOf(observationTokens(turnText, Delimited.body(output) + inner, isError, notice), max);
     }
 
     static Throwable unwrap(Throwable e) {

@@ -152,6 +152,21 @@ class RecipeTest {
         assertEquals(0.0, t.reward(new TrajectorySummary("\\boxed{12}", 1, 0, 50, false), List.of("12")), 1e-12);
         assertEquals(1.0, t.reward(new TrajectorySummary("<think>\\boxed{7}</think>\\boxed{12}", 1, 0, 50, false), List.of("12")), 1e-12);
         assertEquals(0.0, t.reward(new TrajectorySummary("<think>\\boxed{12}</think>no", 1, 0, 50, false), List.of("12")), 1e-12);
+        // the agent loop: the task's 3 turns (arith) are CoRT's rounds; 2 calls; the notice inside the output; last round unstopped
+        for (Recipe c : List.of(Recipe.CORT, Recipe.CORT_THINK)) {
+            AgentConfig a = c.agentConfig(arith);
+            assertEquals(arithAgent.maxTurns(), a.maxTurns());
+            assertEquals(arithAgent.maxTurns() - 1, a.maxToolCalls());
+            assertEquals(AgentConfig.CORT_LIMIT_NOTICE, a.limitNotice());
+            assertTrue(a.limitNoticeInOutput() && a.lastTurnWithoutToolStops() && !a.finalTurnWithoutTools() && a.invalidActionObservation() == null, c.name());
+            assertEquals(c.sampling(), a.sampling(), "the loop samples at the recipe's T 0.6, top-p 0.95");
+            assertEquals(arithAgent.maxResponseTokens(), a.maxResponseTokens());
+        }
+        // a recipe's sampling override keeps its loop options; a plain recipe leaves the task's loop as it is
+        assertTrue(r.withSampling(SamplingParams.temperature(0.9f)).agentConfig(arith).lastTurnWithoutToolStops());
+        assertEquals(arithAgent, Recipe.GRPO.agentConfig(arith));
+        assertEquals(arithAgent, Recipe.CORT.withAgent(Recipe.Agent.TASK).withSampling(SamplingParams.temperature(1f)).agentConfig(arith));
+        assertThrows(IllegalArgumentException.class, () -> Recipe.CORT.withAgent(null));
     }
 
     @Test
@@ -183,8 +198,15 @@ class RecipeTest {
         assertEquals(AdvantageEstimator.TREE_GRPO, r.estimator());
         assertEquals(TokenShaping.broadcast(), r.shaping());
         PolicyLossConfig c = r.withSampling(SamplingParams.temperature(0.7f)).loss();
-        assertLoss(c, ClipMode.PPO, 0.2, 0.2, KlType.K3, 0.001);
-        assertEquals(3.0, c.dualClipC(), 0);
+        assertLoss(c, ClipMode.PPO, 0.2, 0.2, KlType.K3, 0.001, 3.0, 0.001);
+        // the release's sampling (T 1, top-p 0.95) and agent loop: the invalid-action reply, one final turn without tools
+        assertEquals(SamplingParams.temperature(1f).withTopP(0.95f), r.sampling());
+        AgentConfig ka = r.agentConfig(kb), base = kb.agentConfig(r.sampling());
+        assertEquals(ai.arbor.rollout.TagToolCallFormat.SEARCH_R1_INVALID, ka.invalidActionObservation());
+        assertTrue(ka.finalTurnWithoutTools() && !ka.lastTurnWithoutToolStops() && !ka.limitNoticeInOutput());
+        assertEquals(base.maxTurns() + 1, ka.maxGenerations());
+        assertEquals(base.maxToolCalls(), ka.maxToolCalls());
+        assertEquals(r.sampling(), ka.sampling());
         // QA: exact match with format terms 1 / 0.8 / 0.2 / 0.1 (well-formed = calls with results, then one answer)
         RewardFunction f = r.reward().reward(kb, kb.agentConfig(SamplingParams.temperature(1f)));
         String ok = "<search>Bo Ka</search> <result>\nDoc 1(Title: Bo Ka) Bo Ka works at Zu Corp.\n</result><answer>Zu Corp</answer>";

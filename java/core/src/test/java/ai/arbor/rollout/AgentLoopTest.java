@@ -383,4 +383,56 @@ class AgentLoopTest {
         String expected = "<python>x0</python> <result>\nout:x0\n</result><python>x1</python> <result>\nout:x1\n</result><python>x2</python>";
         assertEquals(expected, TOK.decode(t.tokens()), "the final turn's call is in the response, unexecuted, nothing after it");
     }
+
+    @Test
+    void cortsLoopPutsTheNoticeInTheSecondToLastRoundsOutputAndLastRoundHasNoToolStop() {
+        // a policy that writes a call, then an answer after it: a tool stop cuts the turn at </python>, without one it runs on
+        ScriptedGenerator.Script s = (ctx, rnd) -> ScriptedGenerator.Turn.of("<python>x" + count(ctx, "<result>") + "</python> so \\boxed{7}");
+        String n = AgentConfig.CORT_LIMIT_NOTICE;
+        assertEquals("\n\n[SYSTEM]\nYou have exceeded the allowed number of code executions. You can no longer write or run code. "
+                + "Please continue solving the problem using your reasoning and analytical skills.", n, "CoRT's vllm_rollout.py text");
+        // the task's loop: 3 turns, 2 calls; the default notice after the frame; the third turn's call is cut and not run
+        ScriptedGenerator plainGen = new ScriptedGenerator(TOK, s);
+        Trajectory plain = loop(plainGen, ToolProvider.shared(TestTools.echo("python")), cfg().maxTurns(3).maxToolCalls(2).build())
+                .run(prompt("Q?\n"), 3).join();
+        assertEquals(Termination.MAX_TURNS, plain.termination());
+        assertEquals("<python>x0</python> <result>\nout:x0\n</result><python>x1</python> <result>\nout:x1\n</result>\nReach max function call limit."
+                + "<python>x2</python>", TOK.decode(plain.tokens()));
+        // CoRT's: rounds R = maxTurns = 3, calls in rounds 0 and 1, the notice inside round R - 2 = 1's output, round 2 unstopped
+        AgentConfig cort = cfg().maxTurns(3).maxToolCalls(5).build().cort();
+        assertEquals(2, cort.maxToolCalls(), "every round but the last may call");
+        assertEquals(3, cort.maxGenerations(), "the last round is one of the R");
+        ScriptedGenerator gen = new ScriptedGenerator(TOK, s);
+        Trajectory t = loop(gen, ToolProvider.shared(TestTools.echo("python")), cort).run(prompt("Q?\n"), 3).join();
+        assertEquals(Termination.ANSWER, t.termination(), "the unstopped last round ran past its call to the answer");
+        String t0 = "<python>x0</python>", o0 = " <result>\nout:x0\n</result>", t1 = "<python>x1</python>", o1 = " <result>\nout:x1" + n + "\n</result>",
+                t2 = "<python>x2</python> so \\boxed{7}";
+        String[] parts = {t0, o0, t1, o1, t2};
+        assertEquals(String.join("", parts), TOK.decode(t.tokens()));
+        int[] extra = {0, 0, 0, 0, 1};   // EOS after the last round
+        boolean[] generated = {true, false, true, false, true};
+        List<Boolean> mask = new ArrayList<>();
+        for (int p = 0; p < parts.length; p++) for (int i = 0; i < parts[p].length() + extra[p]; i++) mask.add(generated[p]);
+        assertEquals(mask.size(), t.length());
+        for (int i = 0; i < t.length(); i++) assertEquals(mask.get(i), t.lossMask()[i], "token " + i + ": the notice is masked with its observation");
+        assertEquals(List.of(false, true), t.toolCalls().stream().map(ToolCallRecord::limitReached).toList());
+        List<GenerationRequest> req = gen.requests();
+        assertEquals(3, req.size());
+        assertTrue(req.get(0).limits().stopStrings().contains("</python>") && req.get(1).limits().stopStrings().contains("</python>"));
+        assertFalse(req.get(2).limits().stopStrings().contains("</python>"), "the last round has no tool stop: " + req.get(2).limits().stopStrings());
+        assertFalse(req.get(2).limits().stopStrings().contains("</search>"));
+        // cut to the observation cap (10 tokens short), the notice stays whole inside the frame after the marker
+        String out = "0123456789".repeat(4), frameHead = " <result>\n", frameTail = "\n</result>";
+        int cap = frameHead.length() + out.length() + n.length() + frameTail.length() - 10;
+        AgentConfig small = cfg().maxTurns(3).maxObservationTokens(cap).build().cort();
+        Trajectory c = loop(new ScriptedGenerator(TOK, s), ToolProvider.shared(TestTools.tool("python", a -> Observation.ok(out, null))), small)
+                .run(prompt("Q?\n"), 3).join();
+        String tail = AgentLoop.TRUNCATION_MARKER + n + frameTail;
+        int keep = cap - frameHead.length() - tail.length();
+        assertTrue(keep > 0 && keep < out.length());
+        String uncut = frameHead + out + frameTail, cut = frameHead + out.substring(0, keep) + tail;
+        assertEquals(cap, cut.length());
+        assertEquals(t0 + uncut + t1 + cut + t2, TOK.decode(c.tokens()));
+        assertTrue(c.steps().get(1).observationTruncated() && !c.steps().get(0).observationTruncated());
+    }
 }

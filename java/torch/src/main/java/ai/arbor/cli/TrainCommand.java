@@ -257,8 +257,11 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--tool-budget", description = "Per-prompt rollout budget in tool calls (0 = none).")
         long budgetTools;
 
-        @Option(names = "--temperature", description = "Sampling temperature of rollouts and sampled evaluation (default 1.0).")
+        @Option(names = "--temperature", description = "Sampling temperature of rollouts and sampled evaluation (default: the recipe's; 1.0, CoRT 0.6).")
         Double temperature;
+
+        @Option(names = "--top-p", description = "Nucleus sampling of rollouts and sampled evaluation, in (0, 1] (default: the recipe's; 1 = off, Tree-GRPO and CoRT 0.95).")
+        Double topP;
 
         @Option(names = "--lr", description = "RL learning rate (default 1e-4).")
         Double lr;
@@ -347,7 +350,11 @@ public final class TrainCommand implements Callable<Integer> {
             if (temperature != null) {
                 if (!(temperature > 0) || temperature.isInfinite())
                     throw new IllegalArgumentException("--temperature must be finite and > 0 (greedy evaluation is its own row), got " + temperature);
-                r = r.withSampling(SamplingParams.temperature(temperature.floatValue()));
+                r = r.withSampling(new SamplingParams(temperature.floatValue(), r.sampling().topK(), r.sampling().topP(), r.sampling().minP()));
+            }
+            if (topP != null) {
+                if (!(topP > 0 && topP <= 1)) throw new IllegalArgumentException("--top-p must be in (0, 1] (1 = off), got " + topP);
+                r = r.withSampling(r.sampling().withTopP(topP.floatValue()));
             }
             TrainingRun.Setup ds = D.setup();
             Path modelDir = model != null && java.nio.file.Files.isDirectory(Path.of(model)) ? Path.of(model) : null;

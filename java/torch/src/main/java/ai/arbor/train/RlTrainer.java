@@ -130,7 +130,7 @@ public final class RlTrainer implements AutoCloseable {
         this.trainer = trainer;
         this.afterUpdate = afterUpdate;
         this.config = config;
-        AgentConfig agent = task.agentConfig(recipe.sampling());
+        AgentConfig agent = recipe.agentConfig(task);   // the task's limits, the recipe's sampling and loop options
         this.reward = recipe.reward().reward(task, agent);
         this.reference = reference;
         this.strategy = recipe.strategy(config.budget());

@@ -128,6 +128,14 @@ class TrainCommandTest {
         assertEquals(3, t.recipe().miniBatches());
         assertEquals(Recipe.TAO_RL.loss().epsHigh(), t.recipe().loss().epsHigh());
         assertEquals(Recipe.TAO_RL.filters(), t.recipe().filters());
+        // --temperature keeps the recipe's top-p, --top-p its temperature; the recipe's agent loop stays
+        TrainingRun.Options c = parsed("--recipe", "cort", "--temperature", "0.8");
+        assertEquals(new ai.arbor.kernels.SamplingParams(0.8f, 0, 0.95f, 0f), c.recipe().sampling());
+        assertEquals(Recipe.CORT.agent(), c.recipe().agent());
+        assertEquals(new ai.arbor.kernels.SamplingParams(1f, 0, 0.9f, 0f), parsed("--recipe", "tree-grpo", "--top-p", "0.9").recipe().sampling());
+        assertEquals(new ai.arbor.kernels.SamplingParams(0.6f, 0, 1f, 0f), parsed("--recipe", "cort", "--top-p", "1").recipe().sampling());
+        IllegalArgumentException tp = assertThrows(IllegalArgumentException.class, () -> parsed("--top-p", "1.5"));
+        assertTrue(tp.getMessage().contains("1.5"), tp.getMessage());
 
         TrainingRun.Options f = parsed("--sft-steps", "100", "--max-grad-norm", "0.5", "--lr", "2e-4", "--schedule", "cosine", "--warmup", "3",
                 "--old-logprobs", "recompute", "--steps", "7", "--budget", "500");

@@ -6,8 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import ai.arbor.kernels.KlType;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.SamplingParams;
-import ai.arbor.reward.AnswerChecker;
-import ai.arbor.reward.MathGrader;
 import ai.arbor.rl.Recipe;
 import ai.arbor.rl.Scored;
 import ai.arbor.rollout.AgentConfig;
@@ -19,18 +17,11 @@ import ai.arbor.rollout.Generator;
 import ai.arbor.rollout.Seeds;
 import ai.arbor.rollout.TagToolCallFormat;
 import ai.arbor.rollout.Termination;
-import ai.arbor.rollout.ToolProvider;
 import ai.arbor.rollout.Trajectory;
-import ai.arbor.task.DemoScript;
-import ai.arbor.task.DemoStyle;
 import ai.arbor.task.Problem;
-import ai.arbor.task.TrainingTask;
-import ai.arbor.tools.Observation;
-import ai.arbor.tools.Tool;
 import ai.arbor.torch.model.CpuThreads;
 import ai.arbor.torch.model.PolicyConfig;
 import ai.arbor.torch.model.ReferencePolicy;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -56,28 +47,9 @@ class RecipeAgentLoopTest {
     }
 
     /** Two problems; a python tool that prints 1; 3 turns, 2 calls, 40 tokens a turn, 400 response tokens. */
-    static final class Task implements TrainingTask {
-        final List<Problem> problems = List.of(new Problem("p0", "2*3", List.of("6"), List.of()), new Problem("p1", "4*5", List.of("20"), List.of()));
-        final Tool python = new Tool() {
-            public String name() { return "python"; }
-            public String description() { return "stub"; }
-            public String parametersSchema() { return "{}"; }
-            public Observation call(String args) { return Observation.ok("1", null); }
-        };
-
-        public String name() { return "stub"; }
-        public List<Problem> train() { return problems; }
-        public List<Problem> heldOut() { return problems; }
-        public ToolProvider tools() { return ToolProvider.shared(python); }
-        public AnswerChecker checker() { return MathGrader.standard(); }
-        public boolean questionAnswering() { return false; }
-        public AgentConfig agentConfig(SamplingParams s) {
-            return AgentConfig.builder().sampling(s).maxNewTokens(40).maxTurns(3).maxToolCalls(2).maxResponseTokens(400)
-                    .toolTimeout(Duration.ofSeconds(10)).build();
-        }
-        public Map<DemoStyle, Double> demoMix() { return Map.of(DemoStyle.HAND, 1.0); }
-        public DemoScript demonstration(Problem p, DemoStyle style) { return (t, so) -> "\\boxed{" + p.answer() + "}"; }
-        public void close() {}
+    static RlTrainerTest.StubTask task() {
+        return new RlTrainerTest.StubTask(List.of(new Problem("p0", "2*3", List.of("6"), List.of()), new Problem("p1", "4*5", List.of("20"), List.of())),
+                400);
     }
 
     /**
@@ -135,7 +107,7 @@ class RecipeAgentLoopTest {
 
     /** One step of {@code recipe} with {@code policy}; checks the loss identity and returns the scored rollouts. */
     static List<Scored> stepAndCheckLoss(Recipe recipe, Policy policy, Map<String, Object>[] metrics) {
-        try (Task task = new Task(); ReferencePolicy p = ReferencePolicy.create(MODEL); ReferencePolicy ref = TrainingRun.copy(p);
+        try (RlTrainerTest.StubTask task = task(); ReferencePolicy p = ReferencePolicy.create(MODEL); ReferencePolicy ref = TrainingRun.copy(p);
              Trainer tr = new Trainer(p, OptimConfig.adamW(1e-3), 10, 4096, TOK.vocabSize());
              RlTrainer rl = new RlTrainer(task, TOK, tr, policy, () -> {}, ref, RlTrainer.Config.of(recipe), 4096, 2)) {
             PolicyLossConfig loss = rl.lossConfig();

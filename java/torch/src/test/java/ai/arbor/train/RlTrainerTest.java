@@ -54,10 +54,24 @@ class RlTrainerTest {
         CpuThreads.set(1);
     }
 
-    /** Three problems with known answers; a "python" tool that fails as infrastructure on "boom". */
+    /**
+     * Problems with known answers (three by default); a "python" tool that prints 1 and fails as infrastructure on
+     * "boom"; 3 turns, 2 calls, 40 tokens a turn.
+     */
     static final class StubTask implements TrainingTask {
-        final List<Problem> problems = List.of(new Problem("p0", "2*3", List.of("6"), List.of()),
-                new Problem("p1", "4*5", List.of("20"), List.of()), new Problem("p2", "7*7", List.of("49"), List.of()));
+        final List<Problem> problems;
+        final int maxResponseTokens;
+
+        StubTask() {
+            this(List.of(new Problem("p0", "2*3", List.of("6"), List.of()), new Problem("p1", "4*5", List.of("20"), List.of()),
+                    new Problem("p2", "7*7", List.of("49"), List.of())), 120);
+        }
+
+        StubTask(List<Problem> problems, int maxResponseTokens) {
+            this.problems = problems;
+            this.maxResponseTokens = maxResponseTokens;
+        }
+
         final Tool python = new Tool() {
             public String name() { return "python"; }
             public String description() { return "stub"; }
@@ -74,7 +88,7 @@ class RlTrainerTest {
         public AnswerChecker checker() { return MathGrader.standard(); }
         public boolean questionAnswering() { return false; }
         public AgentConfig agentConfig(SamplingParams s) {
-            return AgentConfig.builder().sampling(s).maxNewTokens(40).maxTurns(3).maxToolCalls(2).maxResponseTokens(120)
+            return AgentConfig.builder().sampling(s).maxNewTokens(40).maxTurns(3).maxToolCalls(2).maxResponseTokens(maxResponseTokens)
                     .toolTimeout(Duration.ofSeconds(10)).build();
         }
         public Map<DemoStyle, Double> demoMix() { return Map.of(DemoStyle.HAND, 1.0); }

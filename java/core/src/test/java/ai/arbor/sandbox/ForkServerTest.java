@@ -212,8 +212,22 @@ class ForkServerTest {
             assertEquals(ExecStatus.TIMEOUT, r.status(), r::toString);
             assertFalse(r.stateLost(), "the interrupted interpreter was spared and kept its state: " + r);
             assertEquals("'kept'\n", s.execute("keep").stdout());
-            ExecResult ps = s.execute("import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit() and open('/proc/%s/stat' % p).read().split(') ')[1][0] != 'Z']))");
-            assertEquals((1 + PythonSandbox.FORK_SPARES) + "\n", ps.stdout(), "only the template, the interpreter and the spares are left: " + ps);
+            // the template SIGKILLs the swarm after the cell without waiting for it to die (docs/sandbox.md): on a
+            // loaded machine a killed process can take a moment to exit, so look again for up to 10 s
+            String left = "";
+            ExecResult ps = null;
+            for (long until = System.nanoTime() + 10_000_000_000L; System.nanoTime() < until; ) {
+                ps = s.execute("import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit() and open('/proc/%s/stat' % p).read().split(') ')[1][0] not in 'ZX']))");
+                left = ps.stdout();
+                if (left.equals((1 + PythonSandbox.FORK_SPARES) + "\n")) break;
+                try {
+                    Thread.sleep(100);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+            assertEquals((1 + PythonSandbox.FORK_SPARES) + "\n", left, "only the template, the interpreter and the spares are left: " + ps);
         }
     }
 

@@ -2,7 +2,6 @@ package ai.arbor.train;
 
 import ai.arbor.dist.Distributed;
 import ai.arbor.dist.GradientSync;
-import ai.arbor.generate.LocalFleet;
 import ai.arbor.generate.LocalGenerator;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.rl.Recipe;
@@ -11,7 +10,6 @@ import ai.arbor.rl.Sequence;
 import ai.arbor.rollout.Budget;
 import ai.arbor.chat.ChatFormat;
 import ai.arbor.rollout.CharTokenizer;
-import ai.arbor.rollout.OpenAiCompatibleGenerator;
 import ai.arbor.rollout.Tokenizer;
 import ai.arbor.rollout.Seeds;
 import ai.arbor.task.Evaluator;
@@ -549,44 +547,15 @@ public final class TrainingRun {
         ReferencePolicy reference = !kl ? null
                 : resumed ? ReferencePolicy.load(progress.last.file(Checkpoint.REFERENCE), "auto", ScalarType.Float) : copy(policy);
         Fleet fleet = o.rl().fleet();
-        Path weights = o.setup().out().resolve("weights");
-        // a fleet: the start policy is written for the servers to boot with / load, then published after every update
-        LocalFleet local = null;
-        if (fleet.localServers() > 0) {
-            HfCheckpoint.save(policy, weights.resolve("boot"), HfCheckpoint.SaveOptions.defaults().withStoreAs(ScalarType.Float)
-                    .withTokenizer(tokenizerDir(o.setup())));
-            listener.message("starting a local fleet of " + fleet.localServers() + " arbor serve processes ...");
-            local = LocalFleet.start(fleet.localServers(), weights.resolve("boot"), java.time.Duration.ofMinutes(3));
-            listener.message("local fleet: " + local.urls());
-        }
-        OpenAiCompatibleGenerator remote = !fleet.active() ? null : OpenAiCompatibleGenerator.builder()
-                .baseUrls(local != null ? local.urls() : fleet.generators()).vocabSize(tok.vocabSize()).build();
-        WeightPublisher publisher = remote == null ? null : new WeightPublisher(weights, remote, fleet.updateTimeout(), 2, tokenizerDir(o.setup()));
-        java.util.concurrent.atomic.AtomicLong version = new java.util.concurrent.atomic.AtomicLong(start);
-        java.util.concurrent.atomic.AtomicReference<WeightPublisher.Report> published = new java.util.concurrent.atomic.AtomicReference<>();
-        Runnable publish = () -> {
-            try {
-                published.set(publisher.publish(policy, version.get()));
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        };
-        try (LocalFleet fleetProcesses = local;
+        try (FleetRollouts remote = !fleet.active() ? null : FleetRollouts.start(fleet, o.setup().out().resolve("weights"), policy,
+                     tokenizerDir(o.setup()), tok.vocabSize(), start, listener);
              LocalGenerator gen = remote == null ? new LocalGenerator(policy, tok, LocalGenerator.Options.defaults()) : null;
-             OpenAiCompatibleGenerator remoteGen = remote;
              Trainer trainer = new Trainer(policy, optim, optSteps, o.setup().microBatchTokens(), tok.vocabSize()).dataParallel(sync)
                      .packing(o.rl().packTrees() ? Trainer.Packing.AUTO : Trainer.Packing.OFF, Trainer.DEFAULT_MAX_PACK_TOKENS);
              RlTrainer rl = remote == null
                      ? new RlTrainer(task, tok, trainer, gen, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))
-                     : new RlTrainer(task, tok, trainer, remote, () -> {
-                         version.incrementAndGet();
-                         publish.run();
-                     }, reference, cfg, o.setup().microBatchTokens(), Math.max(2, 2 * o.setup().threads()))) {
-            if (publisher != null) {
-                publish.run();   // every server on the policy this phase starts from
-                listener.message("fleet: weight version " + version.get() + " loaded by " + published.get().loaded()
-                        + (published.get().failed().isEmpty() ? "" : "; failed: " + published.get().failed()));
-            }
+                     : new RlTrainer(task, tok, trainer, remote.generator(), remote::publishNext, reference, cfg, o.setup().microBatchTokens(),
+                             Math.max(2, 2 * o.setup().threads()))) {
             listener.phase(o.recipe().name(), o.rl().steps());
             listener.message("rl: " + o.recipe().name() + ", " + rl.strategy().name() + ", loss " + rl.lossConfig().clipMode()
                     + " " + rl.lossConfig().epsLow() + "/" + rl.lossConfig().epsHigh() + (rl.lossConfig().dualClipC() > 0
@@ -656,27 +625,9 @@ public final class TrainingRun {
                         }
                         m.put("rollout_wait_seconds", (System.nanoTime() - w0) / 1e9);
                         m.putAll(rl.train(batches.get(s), r, seed));
-                        // staleness: this step trained version s; its rollouts came from versions >= s - ahead
-                        int oldest = s;
-                        for (ai.arbor.rl.Scored x : r.scored())
-                            for (String v : x.trajectory().policyVersions()) {
-                                try {
-                                    oldest = Math.min(oldest, Integer.parseInt(v));
-                                } catch (NumberFormatException ignored) {
-                                    // a version that is not ours (an external server's own label)
-                                }
-                            }
-                        m.put("rollout_staleness", s - oldest);
+                        m.put("rollout_staleness", FleetRollouts.staleness(r, s));   // ≤ ahead: this step trained version s
                     }
-                    WeightPublisher.Report pr = published.getAndSet(null);
-                    if (pr != null) {
-                        m.put("weight_version", pr.version());
-                        m.put("publish_write_seconds", pr.writeSeconds());
-                        m.put("publish_reload_seconds", pr.reloadSeconds());
-                        m.put("fleet_loaded", pr.loaded().size());
-                        m.put("fleet_failed", pr.failed().size());
-                        if (!pr.failed().isEmpty()) listener.message("fleet: out of rotation after step " + (s + 1) + ": " + pr.failed());
-                    }
+                    if (remote != null) remote.metrics(m, s + 1, listener);
                     log.log(m);
                     listener.step("rl", s + 1, o.rl().steps(), m);
                     if (progress.policy.due(s + 1, o.rl().steps()))

@@ -60,17 +60,33 @@ class NativeExitTest {
         }
     }
 
+    /** {@code -Darbor.skipNativeDestructors=false} keeps the plain exit: the start-up adds no hook. */
+    @Test
+    void optOutAddsNoHook(@TempDir Path dir) throws Exception {
+        List<String> cmd = List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", "-Darbor.skipNativeDestructors=false",
+                "-cp", System.getProperty("java.class.path"), Child.class.getName(), "probe");
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(dir.resolve("out.log").toFile()).start();
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS), "the child did not exit");
+        assertEquals(0, p.exitValue(), output(dir));
+        assertEquals("installed=false", output(dir).strip());
+    }
+
     /** Child runs per case: without NativeExit a child crashes about every other run (class comment). */
     private static final int RUNS = 2;
 
     /**
-     * Child JVM: {@code wait} runs one long backward and waits to be killed; {@code exit7} calls
+     * Child JVM: {@code probe} prints whether the start-up installed NativeExit; {@code wait} runs one long backward and waits to be killed; {@code exit7} calls
      * System.exit(7) from another thread 300 ms into it. The backward is sized from a timed small one
      * to take about 4 s here, whatever the machine's speed, so that the exit lands inside it.
      */
     public static final class Child {
         public static void main(String[] args) throws Exception {
             CpuThreads.set(1);
+            if (args[0].equals("probe")) {
+                System.out.println("installed=" + NativeExit.installed());
+                return;
+            }
             check(NativeExit.installed(), "CpuThreads.set installed NativeExit");
             backward(512, 4, "warm-up");
             double perFlop = backward(512, 4, "timing") / (4 * 4.0 * Math.pow(512, 3));

@@ -21,7 +21,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * the exit status is unchanged (143 after SIGTERM, {@code System.exit}'s argument otherwise). What is
  * skipped is only native cleanup the kernel does anyway at process end (memory, CUDA contexts).
  * Installed by the classes that start libtorch work ({@code ReferencePolicy}, {@code TorchTensors},
- * {@code CpuThreads}); idempotent. {@code -Darbor.skipNativeDestructors=false} leaves the exit as it is
+ * {@code CpuThreads}; the benchmarks that call libtorch without them call it in their set-up); idempotent. {@code -Darbor.skipNativeDestructors=false} leaves the exit as it is
  * (for tools that report at exit from native code: LeakSanitizer, some profilers), with the crash risk
  * above. docs/training.md, "Stopping a run".
  */

@@ -69,6 +69,8 @@ extern "C" uint16_t arbor_f32_to_bf16(float f) { return arbor::f32_to_bf16(f); }
 extern "C" float arbor_f16_to_f32(uint16_t h) { return arbor::f16_to_f32(h); }
 extern "C" uint16_t arbor_f32_to_f16(float f) { return arbor::f32_to_f16(f); }
 
+#include "process_exit.cpp"
+
 #include "reference.cpp"
 #include "token_stats.cpp"
 

@@ -146,6 +146,21 @@ uint16_t arbor_f32_to_bf16(float f);
 float arbor_f16_to_f32(uint16_t h);
 uint16_t arbor_f32_to_f16(float f);
 
+/* Process exit without the C++ static destructors of the libraries loaded before this call (libtorch,
+ * OpenBLAS, the CUDA runtime): registers, with glibc's on_exit, a handler that flushes stdout and stderr
+ * (without taking their locks) and ends the process with _exit(status), status being the one exit()
+ * was given. exit() runs handlers in the reverse order of registration, so everything registered
+ * earlier — the destructors of those libraries' globals among them — is skipped, and so are the
+ * libraries' own destructors that exit() runs after the handlers.
+ *
+ * Why: the JVM exits (System.exit, SIGTERM, SIGINT, the end of main) with exit() while threads that are
+ * inside a native call keep running; exit() then destroys libtorch's globals under a running backward,
+ * which faults (SIGSEGV in at::accelerator::getAccelerator, docs/training.md, "Stopping a run"). The JVM calls this
+ * from a shutdown hook, so the handler is the last one registered before its exit(). Each call
+ * registers one more handler; call it once per exit. ARBOR_ERR_UNSUPPORTED without glibc,
+ * ARBOR_ERR_ARG when on_exit fails. */
+int arbor_exit_skip_destructors(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,6 +2,7 @@ package ai.arbor.bench;
 
 import ai.arbor.bindings.ArborCpu;
 import ai.arbor.kernels.Kernels;
+import ai.arbor.kernels.NativeExit;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.IntStream;
 import org.bytedeco.javacpp.BytePointer;
@@ -47,6 +48,7 @@ public class MemoryBandwidthBench {
 
     @Setup(Level.Trial)
     public void setup() {
+        NativeExit.install(); // the fork's exit must not crash a thread still inside libtorch
         long bytes = 4L * rows * vocab;
         src = new BytePointer(bytes);
         dst = new BytePointer(bytes);

@@ -355,6 +355,10 @@ public final class ArborCpu {
             @Cast("const uint8_t*") byte[] rowMask, @Cast("const double*") double[] gradLogprob,
             @Cast("const double*") double[] gradEntropy, double[] gradLogits);
 
+    // ---- process exit ----------------------------------------------------------------------------
+
+    public static native int arbor_exit_skip_destructors();
+
     // ---- half-precision conversions --------------------------------------------------------------
 
     public static native float arbor_bf16_to_f32(@Cast("uint16_t") short h);

@@ -1,6 +1,7 @@
 package ai.arbor.bench.advantage;
 
 import ai.arbor.advantage.Advantages;
+import ai.arbor.kernels.NativeExit;
 import ai.arbor.kernels.TokenAdvantages;
 import ai.arbor.kernels.TokenAdvantagesReference;
 import ai.arbor.kernels.TokenShaping;
@@ -53,6 +54,7 @@ public class AdvantagesBench {
 
     @Setup
     public void setup() {
+        NativeExit.install(); // the fork's exit must not crash a thread still inside libtorch
         Random rnd = new Random(1);
         int nSeqs = Math.max(1, tokens / 2048);
         adv = new float[nSeqs];

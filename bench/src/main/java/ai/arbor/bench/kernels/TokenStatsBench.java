@@ -4,6 +4,7 @@ import ai.arbor.kernels.DType;
 import ai.arbor.kernels.Kernels;
 import ai.arbor.kernels.LogitsView;
 import ai.arbor.kernels.MemRef;
+import ai.arbor.kernels.NativeExit;
 import ai.arbor.kernels.TokenStats;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -54,6 +55,7 @@ public class TokenStatsBench {
 
     @Setup(Level.Trial)
     public void setup() {
+        NativeExit.install(); // the fork's exit must not crash a thread still inside libtorch
         Random rnd = new Random(42);
         long n = (long) rows * vocab;
         logits = ByteBuffer.allocateDirect((int) (4 * n)).order(ByteOrder.nativeOrder());

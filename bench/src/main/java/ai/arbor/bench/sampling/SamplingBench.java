@@ -4,6 +4,7 @@ import ai.arbor.kernels.DType;
 import ai.arbor.kernels.Kernels;
 import ai.arbor.kernels.LogitsView;
 import ai.arbor.kernels.MemRef;
+import ai.arbor.kernels.NativeExit;
 import ai.arbor.kernels.Sampler;
 import ai.arbor.kernels.SamplingParams;
 import ai.arbor.kernels.TokenStats;
@@ -72,6 +73,7 @@ public class SamplingBench {
 
     @Setup(Level.Trial)
     public void setup() {
+        NativeExit.install(); // the fork's exit must not crash a thread still inside libtorch
         Random rnd = new Random(42);
         float[] x = new float[rows * vocab];
         for (int i = 0; i < x.length; i++) x[i] = (float) (rnd.nextGaussian() * 3);

@@ -5,6 +5,7 @@ import ai.arbor.kernels.DType;
 import ai.arbor.kernels.Device;
 import ai.arbor.kernels.LogitsView;
 import ai.arbor.kernels.MemRef;
+import ai.arbor.kernels.NativeExit;
 import java.util.ArrayList;
 import java.util.List;
 import org.bytedeco.pytorch.BoolOptional;
@@ -22,6 +23,10 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
  * current CUDA stream.
  */
 public final class TorchTensors {
+    static {
+        NativeExit.install(); // exiting during a torch call must not crash the JVM
+    }
+
     private TorchTensors() {}
 
     /**

@@ -1,5 +1,6 @@
 package ai.arbor.torch.model;
 
+import ai.arbor.kernels.NativeExit;
 import org.bytedeco.javacpp.Loader;
 import org.bytedeco.openblas.global.openblas_nolapack;
 import org.bytedeco.pytorch.global.torch;
@@ -21,6 +22,7 @@ public final class CpuThreads {
     /** Sets libtorch's intra-op threads and OpenBLAS's threads to {@code n} (≥ 1). */
     public static void set(int n) {
         if (n < 1) throw new IllegalArgumentException("thread count must be >= 1, got " + n);
+        NativeExit.install(); // start-up of libtorch work: exiting during it must not crash the JVM
         torch.set_num_threads(n);
         Loader.load(openblas_nolapack.class);
         org.bytedeco.openblas.presets.openblas_nolapack.blas_set_num_threads(n);

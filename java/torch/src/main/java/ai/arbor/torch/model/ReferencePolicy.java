@@ -1,5 +1,6 @@
 package ai.arbor.torch.model;
 
+import ai.arbor.kernels.NativeExit;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -66,6 +67,10 @@ public final class ReferencePolicy implements AutoCloseable {
     static final String EMBED = "model.embed_tokens.weight";
     static final String FINAL_NORM = "model.norm.weight";
     static final String LM_HEAD = "lm_head.weight";
+
+    static {
+        NativeExit.install(); // exiting during a forward or backward must not crash the JVM
+    }
 
     private final PolicyConfig config;
     private final Device device;

@@ -53,7 +53,9 @@ class TrainResumeTest {
         Process p = child(killed, TrainCommandTest.concat(ARGS, "--out", killed.toString()));
         for (int k = 0; k < 2; k++) {
             // the first kill in SFT, the second in the first evaluation or RL (before the last RL row: the run cannot finish first)
-            int row = k == 0 ? 1 + rnd.nextInt(SFT_STEPS) : SFT_STEPS + 1 + rnd.nextInt(2 + RL_STEPS - 1);
+            // (the second at most at RL step RL_STEPS - 2: on an idle machine the last steps and the final evaluation
+            // take less than the random delay, and the run would finish before the kill)
+            int row = k == 0 ? 1 + rnd.nextInt(SFT_STEPS) : SFT_STEPS + 1 + rnd.nextInt(2 + RL_STEPS - 2);
             long delayMs = rnd.nextInt(400);
             System.out.println("kill " + (k + 1) + ": at metrics row " + row + " + " + delayMs + " ms");
             waitForRows(p, killed.resolve("metrics.jsonl"), row);

@@ -81,7 +81,12 @@ class FusedLinearTest {
     }
 
     private static void assertClose(String what, double ref, double got, double rel) {
-        assertTrue(Math.abs(ref - got) <= rel * Math.max(1e-3, Math.abs(ref)), what + ": " + got + " vs unfused " + ref);
+        assertClose(what, ref, got, rel, 1e-3);
+    }
+
+    /** |ref − got| ≤ rel · max(floor, |ref|): {@code floor} is the scale of the error when {@code ref} is a small difference. */
+    private static void assertClose(String what, double ref, double got, double rel, double floor) {
+        assertTrue(Math.abs(ref - got) <= rel * Math.max(floor, Math.abs(ref)), what + ": " + got + " vs unfused " + ref);
     }
 
     private static double[] toDouble(float[] a) {
@@ -113,7 +118,9 @@ class FusedLinearTest {
         assertClose(at + " loss", u.loss(), f.loss(), 1e-5);
         assertClose(at + " pgLoss", u.pgLoss(), f.pgLoss(), 1e-5);
         assertClose(at + " entropyMean", u.entropyMean(), f.entropyMean(), 1e-5);
-        assertClose(at + " approxKl", u.approxKl(), f.approxKl(), 1e-5);
+        // approx KL is a mean of δ = logprob − old: its error is the log-probs' (fp32, ~1e-7 absolute), however small δ
+        // is (seed 7022455477395: δ 0.0085, error 1.0e-7)
+        assertClose(at + " approxKl", u.approxKl(), f.approxKl(), 1e-5, 0.1);
         assertEquals(u.tokens(), f.tokens(), at + " tokens");
         assertEquals(u.normalizer(), f.normalizer(), at + " normalizer");
         assertEquals(u.clipFracHigh() + u.clipFracLow(), f.clipFracHigh() + f.clipFracLow(), 1.01 / Math.max(1, u.tokens()),

@@ -115,8 +115,9 @@ class FusedLinearTest {
         PolicyLossResult f = FusedLinear.forwardBackward(cfg, p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels,
                 p.old, p.adv, p.mask, ref, seq, null, dh, dw, false, chunks, lp, ent);
         String at = name + " (T " + p.rows + ", d " + p.dim + ", V " + p.vocab + "/" + p.vocabLimit + ")";
-        assertClose(at + " loss", u.loss(), f.loss(), 1e-5);
-        assertClose(at + " pgLoss", u.pgLoss(), f.pgLoss(), 1e-5);
+        // the losses are weighted means of O(1) terms that may cancel: compared at that scale, not at their sum's
+        assertClose(at + " loss", u.loss(), f.loss(), 1e-5, 0.1);
+        assertClose(at + " pgLoss", u.pgLoss(), f.pgLoss(), 1e-5, 0.1);
         assertClose(at + " entropyMean", u.entropyMean(), f.entropyMean(), 1e-5);
         // approx KL is a mean of δ = logprob − old: its error is the log-probs' (fp32, ~1e-7 absolute), however small δ
         // is (seed 7022455477395: δ 0.0085, error 1.0e-7)

@@ -68,8 +68,7 @@ class TreePackingTest {
      */
     @Test
     void randomTriesAreExact() {
-        long seed = Long.getLong("arbor.seed", System.nanoTime());
-        System.out.println("seed " + seed);
+        long seed = ai.arbor.testing.Seeds.seed("TreePackingTest");
         Random rnd = new Random(seed);
         for (int trial = 0; trial < 50; trial++) {
             List<int[]> seqs = new ArrayList<>();

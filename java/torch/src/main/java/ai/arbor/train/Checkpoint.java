@@ -270,7 +270,8 @@ public final class Checkpoint {
         }
     }
 
-    private static void deleteTree(Path p) throws IOException {
+    /** Deletes {@code p} and everything below it (nothing when it does not exist). */
+    static void deleteTree(Path p) throws IOException {
         if (!Files.exists(p)) return;
         try (Stream<Path> s = Files.walk(p)) {
             for (Path q : s.sorted(Comparator.reverseOrder()).toList()) Files.delete(q);

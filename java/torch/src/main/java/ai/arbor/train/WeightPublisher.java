@@ -178,21 +178,12 @@ public final class WeightPublisher {
         versions.sort(Comparator.comparing(p -> p.getFileName().toString()));
         for (int i = 0; i < versions.size() - keep; i++) {
             if (versions.get(i).equals(dir(step))) continue;
-            deleteTree(versions.get(i));
+            try {
+                Checkpoint.deleteTree(versions.get(i));
+            } catch (IOException ignored) {
+                // left for the next publication
+            }
         }
     }
 
-    private static void deleteTree(Path p) {
-        try (Stream<Path> s = Files.walk(p)) {
-            s.sorted(Comparator.reverseOrder()).forEach(q -> {
-                try {
-                    Files.deleteIfExists(q);
-                } catch (IOException ignored) {
-                    // left for the next publication
-                }
-            });
-        } catch (IOException ignored) {
-            // left for the next publication
-        }
-    }
 }

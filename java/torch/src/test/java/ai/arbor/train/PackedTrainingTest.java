@@ -147,8 +147,7 @@ class PackedTrainingTest {
 
     @Test
     void packedGradientsEqualUnpackedOnRandomTreesForEveryLoss() {
-        long seed = Long.getLong("arbor.seed", System.nanoTime());
-        System.out.println("seed " + seed);
+        long seed = ai.arbor.testing.Seeds.seed("PackedTrainingTest");
         Random rnd = new Random(seed);
         for (PolicyConfig cfg : new PolicyConfig[] {QWEN3, CHAR}) {
             List<boolean[]> masks = new ArrayList<>();
@@ -185,8 +184,7 @@ class PackedTrainingTest {
     /** The packed fused-linear path (hidden states gathered per pair, the LM head fused with the loss) against the unpacked logits path. */
     @Test
     void packedFusedLinearPathGivesTheUnpackedGradients() {
-        long seed = Long.getLong("arbor.seed", System.nanoTime());
-        System.out.println("seed " + seed);
+        long seed = ai.arbor.testing.Seeds.seed("PackedTrainingTest");
         Random rnd = new Random(seed);
         List<boolean[]> masks = new ArrayList<>();
         List<int[]> seqs = trees(rnd, masks);
@@ -223,8 +221,7 @@ class PackedTrainingTest {
 
     @Test
     void packedScoresEqualUnpacked() {
-        long seed = Long.getLong("arbor.seed", System.nanoTime());
-        System.out.println("seed " + seed);
+        long seed = ai.arbor.testing.Seeds.seed("PackedTrainingTest");
         Random rnd = new Random(seed);
         List<boolean[]> masks = new ArrayList<>();
         List<int[]> seqs = trees(rnd, masks);
@@ -270,8 +267,7 @@ class PackedTrainingTest {
      */
     @Test
     void pathAttentionLogitsEqualEachSequencesCausalForward() {
-        long seed = Long.getLong("arbor.seed", System.nanoTime());
-        System.out.println("seed " + seed);
+        long seed = ai.arbor.testing.Seeds.seed("PackedTrainingTest");
         Random rnd = new Random(seed);
         List<boolean[]> masks = new ArrayList<>();
         List<int[]> seqs = trees(rnd, masks);

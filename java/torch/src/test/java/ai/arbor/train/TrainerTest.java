@@ -160,8 +160,7 @@ class TrainerTest {
      */
     @Test
     void gatheredLmHeadRowsGiveTheFullForwardsGradients() {
-        long seed = Long.getLong("arbor.seed", System.nanoTime());
-        System.out.println("seed " + seed);
+        long seed = ai.arbor.testing.Seeds.seed("TrainerTest");
         int limit = TOK.vocabSize();
         PolicyConfig cfg = new PolicyConfig(limit + 7, 24, 2, 4, 2, 40, 128, 10_000.0, 1e-6, false, seed, 10, true, true, true, null);
         List<Sequence> b = batch();

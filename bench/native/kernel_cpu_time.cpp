@@ -35,7 +35,17 @@ int main(int argc,char**argv){
                          else arbor_cpu_token_stats_fwd_f32(x.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,lp.data(),h.data(),l.data(),1);},N);
     double b = best([&]{ if(bf) arbor_cpu_token_stats_bwd_bf16(xb.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,l.data(),h.data(),glp.data(),gh.data(),gb.data(),ARBOR_BF16,V,1);
                          else arbor_cpu_token_stats_bwd_f32(x.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,l.data(),h.data(),glp.data(),gh.data(),g.data(),ARBOR_F32,V,1);},N);
-    printf("%-8s V=%-6ld %s read %6.2f copy %6.2f | fwd %6.2f bwd %6.2f\n", arbor_cpu_isa(), (long)V, bf?"bf16":"f32 ", fr, fc, f, b);
+    // the sampler: T = 1 untruncated, and top-k 50 + top-p 0.9 (a new step each run: a fresh draw)
+    std::vector<int> tok(rows);
+    uint64_t step = 0;
+    auto sample = [&](int k, float p) {
+      if (bf) arbor_cpu_sample_bf16(xb.data(),rows,V,V,V,1.f,nullptr,k,nullptr,p,nullptr,0.f,nullptr,1234,nullptr,nullptr,step++,nullptr,nullptr,tok.data(),ARBOR_I32,lp.data(),h.data(),l.data(),1);
+      else arbor_cpu_sample_f32(x.data(),rows,V,V,V,1.f,nullptr,k,nullptr,p,nullptr,0.f,nullptr,1234,nullptr,nullptr,step++,nullptr,nullptr,tok.data(),ARBOR_I32,lp.data(),h.data(),l.data(),1);
+    };
+    double st = best([&]{ sample(0, 1.f); }, N);
+    double sk = best([&]{ sample(50, 0.9f); }, N);
+    printf("%-8s V=%-6ld %s read %6.2f copy %6.2f | fwd %6.2f bwd %6.2f | sample T %6.2f (%.2fx fwd) top-k/p %6.2f (%.2fx fwd)\n",
+           arbor_cpu_isa(), (long)V, bf?"bf16":"f32 ", fr, fc, f, b, st, st / f, sk, sk / f);
     fflush(stdout);
   }
 }

@@ -41,6 +41,13 @@ struct RowStats {
     bool valid;     // false when the row has NaN, +inf or no finite entry (all fields NaN)
 };
 
+// The column chunk of row_stats (L1-sized): its max and sum of e^{z - max}, recorded on request.
+#define ARBOR_STATS_CHUNK 2048
+struct ChunkMass {
+    float max;   // m_c = max of z over the chunk (-inf: nothing finite)
+    double sum;  // S_c = sum of e^{z - m_c} over the chunk (the kernels' fp32 exp, summed as in row_stats)
+};
+
 // Below this, e^d underflows fp32's normal range: treated as exactly 0 (ln FLT_MIN).
 static const float EXP_LO = -87.3365447505531f;
 
@@ -84,6 +91,14 @@ namespace avx512 {
 struct ScalarIsa {
     template <class Tag>
     static RowStats stats(const typename Tag::T* row, int64_t n, float inv_t) { return scalar::row_stats<Tag>(row, n, inv_t); }
+    template <class Tag>
+    static RowStats stats_chunks(const typename Tag::T* row, int64_t n, float inv_t, ChunkMass* chunks) {
+        return scalar::row_stats<Tag>(row, n, inv_t, chunks);
+    }
+    template <class Tag>
+    static void exp_rel_row(const typename Tag::T* row, int64_t n, float inv_t, float m, float* out) {
+        scalar::row_exp_rel<Tag>(row, n, inv_t, m, out);
+    }
     template <class Tag, class OTag>
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
                      float g_H, int64_t label, typename OTag::T* out, bool stream) {
@@ -109,6 +124,16 @@ struct Avx2Isa {
     template <class Tag>
     __attribute__((target("avx2,fma,f16c")))
     static RowStats stats(const typename Tag::T* row, int64_t n, float inv_t) { return avx2::row_stats<Tag>(row, n, inv_t); }
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static RowStats stats_chunks(const typename Tag::T* row, int64_t n, float inv_t, ChunkMass* chunks) {
+        return avx2::row_stats<Tag>(row, n, inv_t, chunks);
+    }
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static void exp_rel_row(const typename Tag::T* row, int64_t n, float inv_t, float m, float* out) {
+        avx2::row_exp_rel<Tag>(row, n, inv_t, m, out);
+    }
     template <class Tag, class OTag>
     __attribute__((target("avx2,fma,f16c")))
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
@@ -139,6 +164,16 @@ struct Avx512Isa {
     template <class Tag>
     __attribute__((target(ARBOR_AVX512_TARGET)))
     static RowStats stats(const typename Tag::T* row, int64_t n, float inv_t) { return avx512::row_stats<Tag>(row, n, inv_t); }
+    template <class Tag>
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static RowStats stats_chunks(const typename Tag::T* row, int64_t n, float inv_t, ChunkMass* chunks) {
+        return avx512::row_stats<Tag>(row, n, inv_t, chunks);
+    }
+    template <class Tag>
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static void exp_rel_row(const typename Tag::T* row, int64_t n, float inv_t, float m, float* out) {
+        avx512::row_exp_rel<Tag>(row, n, inv_t, m, out);
+    }
     template <class Tag, class OTag>
     __attribute__((target(ARBOR_AVX512_TARGET)))
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,

@@ -171,12 +171,17 @@ static int64_t keep_from(float* z, int32_t* idx, int64_t m, float tau) {
     return k;
 }
 
-// Per-thread scratch for the truncated path (grown on first use, reused across rows).
+// Per-thread scratch for the truncated path and the chunked draw (grown on first use, reused across rows).
 struct SampleScratch {
     std::vector<float> z, e;
     std::vector<int32_t> idx;
     std::vector<uint32_t> keys;
     std::vector<int64_t> w;
+    std::vector<ChunkMass> chunks;
+    void ensure_chunks(int64_t n) {
+        const int64_t nc = (n + ARBOR_STATS_CHUNK - 1) / ARBOR_STATS_CHUNK;
+        if ((int64_t)chunks.size() < nc) chunks.resize(nc);
+    }
     void ensure(int64_t n) {
         if ((int64_t)z.size() >= n) return;
         z.resize(n);
@@ -272,6 +277,73 @@ static int64_t truncated_draw(const typename Tag::T* row, int64_t n, float inv_t
     return y;
 }
 
+// The untruncated draw (T > 0, no min-p / top-k / top-p): inverse CDF in two levels, exact in distribution.
+// The statistics pass recorded each chunk c of ARBOR_STATS_CHUNK columns as (m_c, S_c); the chunk is drawn
+// with probability w_c / sum w, w_c = S_c e^{m_c - M} (uniform u1), then the column within it with
+// probability e_j / E_c, e_j = e^{z_j - m_c} the statistics pass's own exps (uniform u2), so
+// P(j) = w_c / W * e_j / E_c = p_j up to the fp32 rounding of the exps (E_c = S_c up to summation order).
+// Beyond the statistics pass it takes one exp per chunk and re-reads one chunk (usually from cache) with
+// the statistics' exp: O(chunk) per row.
+// Sums are in double in a fixed order; a target beyond a rounded total falls to the last nonzero column.
+template <class SI, class Tag>
+static int64_t chunked_draw(const typename Tag::T* row, int64_t n, float inv_t, const ChunkMass* ch,
+                            const smath::Stream& s, SampleScratch& sc) {
+    const int64_t C = ARBOR_STATS_CHUNK, nc = (n + C - 1) / C;
+    float M = -INFINITY;
+    for (int64_t c = 0; c < nc; ++c) M = ch[c].max > M ? ch[c].max : M;
+    double u1, u2;
+    smath::draw_uniforms(s, &u1, &u2);
+    double total = 0.0;
+    for (int64_t c = 0; c < nc; ++c)
+        if (ch[c].max != -INFINITY) total += ch[c].sum * (double)smath::exp_own(smath::f_sub(ch[c].max, M));
+    const double t1 = u1 * total;
+    int64_t pick = -1;
+    double cum = 0.0;
+    for (int64_t c = 0; c < nc; ++c) {
+        if (ch[c].max == -INFINITY) continue;
+        const double w = ch[c].sum * (double)smath::exp_own(smath::f_sub(ch[c].max, M));
+        if (!(w > 0.0)) continue;
+        pick = c;
+        if (cum + w > t1) break;
+        cum += w;
+    }
+    // pick >= 0: the row is valid, so the chunk holding its max has w = S_c e^0 >= 1
+    const int64_t c0 = pick * C, len = n - c0 < C ? n - c0 : C;
+    sc.ensure(len);
+    float* e = sc.e.data();
+    SI::Stats::template exp_rel_row<Tag>(row + c0, len, inv_t, ch[pick].max, e);
+    // blocks of 16 columns: their sums (independent chains), then the block, then the column
+    const int64_t B = 16, nb = (len + B - 1) / B;
+    double blocks[ARBOR_STATS_CHUNK / 16];
+    double chunk_total = 0.0;
+    for (int64_t b = 0; b < nb; ++b) {
+        double t = 0.0;
+        for (int64_t j = b * B; j < (b + 1) * B && j < len; ++j) t += e[j];
+        blocks[b] = t;
+        chunk_total += t;
+    }
+    const double t2 = u2 * chunk_total;
+    int64_t y = -1;
+    cum = 0.0;
+    for (int64_t b = 0; b < nb; ++b) {
+        if (!(cum + blocks[b] > t2)) {
+            cum += blocks[b];
+            continue;
+        }
+        for (int64_t j = b * B; j < (b + 1) * B && j < len; ++j) {
+            if (!(e[j] > 0.0f)) continue;
+            y = j;
+            cum += e[j];
+            if (cum > t2) break;
+        }
+        break;
+    }
+    if (y < 0)  // t2 beyond the rounded total: the last nonzero column
+        for (int64_t j = len - 1; j >= 0 && y < 0; --j)
+            if (e[j] > 0.0f) y = j;
+    return c0 + y;  // y >= 0: the chunk's max column has e = 1
+}
+
 template <class SI, class Tag>
 static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vocab, int64_t row_stride,
                          int64_t vocab_limit, const SampleArgs& a, void* tokens, int token_dtype,
@@ -293,7 +365,12 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
             const RowParams rp = row_params(a, r);
             const bool greedy = rp.t == 0.0f;
             const float inv_t = greedy ? 1.0f : 1.0f / rp.t;  // greedy rows report T = 1 statistics
-            const RowStats st = SI::Stats::template stats<Tag>(row, n, inv_t);
+            // untruncated temperature sampling draws from the statistics pass's chunk masses
+            const bool untruncated =
+                    !greedy && !(rp.mp > 0.0f) && !(rp.k > 0 && rp.k < n) && !(rp.p < 1.0f);
+            if (untruncated) sc.ensure_chunks(n);
+            const RowStats st = untruncated ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, sc.chunks.data())
+                                            : SI::Stats::template stats<Tag>(row, n, inv_t);
             if (!st.valid) {  // NaN, +inf (possibly from dividing by T) or nothing finite
                 write_token(tokens, token_dtype, r, -1);
                 if (logprob_sampled) logprob_sampled[r] = NAN;
@@ -312,8 +389,8 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
                 float tau = -INFINITY;
                 if (rp.mp > 0.0f) tau = smath::f_add(zmax, smath::log_own(rp.mp));
                 const bool topk = rp.k > 0 && rp.k < n, topp = rp.p < 1.0f;
-                if (!(rp.mp > 0.0f) && !topk && !topp) {
-                    y = SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx;
+                if (untruncated) {
+                    y = chunked_draw<SI, Tag>(row, n, inv_t, sc.chunks.data(), rp.stream, sc);
                     lp_sampled = NAN;
                 } else {
                     y = truncated_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, &lp_sampled);
@@ -381,6 +458,12 @@ static uint32_t sample_bits(uint64_t seed, uint64_t key, uint64_t step, int64_t 
 
 extern "C" float arbor_sample_uniform(uint64_t seed, uint64_t key, uint64_t step, int64_t column) {
     return arbor::smath::uniform_of(sample_bits(seed, key, step, column));
+}
+
+extern "C" double arbor_sample_draw_uniform(uint64_t seed, uint64_t key, uint64_t step, int which) {
+    double u1, u2;
+    arbor::smath::draw_uniforms(arbor::smath::make_stream(seed, key, step), &u1, &u2);
+    return which == 0 ? u1 : u2;
 }
 
 extern "C" float arbor_sample_gumbel(uint64_t seed, uint64_t key, uint64_t step, int64_t column) {

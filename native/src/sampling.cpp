@@ -14,7 +14,10 @@
 //      else over the whole row (vectorized noise; groups that cannot win skipped before their logs).
 // Every deciding value comes from sampling_math.h (see there), so the token equals the CUDA
 // kernel's; the statistics (logprob, entropy, the truncated normalizer) use the fast paths.
+#include <algorithm>
 #include <atomic>
+#include <memory>
+#include <float.h>
 #include <math.h>
 #include <vector>
 
@@ -138,8 +141,22 @@ struct SampleAvx512Isa : SampleAvx2Isa {
 
 // Largest key v with W(keys >= v) >= target (weights w, or 1 each when w is null), by MSB-first
 // radix selection over 8-bit digits; keys[0:n] and w are reordered. Same rounds and digit choice
-// (smath::radix_pick) as the CUDA kernel; exact, so the result does not depend on the order.
+// (smath::radix_pick) as the CUDA kernel; exact, so the result does not depend on the order (nor on the
+// method: a short list is sorted instead).
 static uint32_t radix_select(uint32_t* keys, int64_t* w, int64_t n, int64_t target) {
+    if (n <= 256) {  // short lists: sorted, the same value (the definition is exact), without 4 x 256-bin rounds
+        struct KW {
+            uint32_t key;
+            int64_t w;
+        };
+        KW t[256];
+        for (int64_t i = 0; i < n; ++i) t[i] = KW{keys[i], w ? w[i] : 1};
+        std::sort(t, t + n, [](const KW& a, const KW& b) { return a.key > b.key; });
+        int64_t cum = 0;
+        for (int64_t i = 0; i < n; ++i)
+            if ((cum += t[i].w) >= target) return t[i].key;
+        return n > 0 ? t[n - 1].key : 0;  // unreachable when the total weight reaches target
+    }
     int64_t above = 0;
     uint32_t prefix = 0;
     for (int shift = 24; shift >= 0; shift -= 8) {
@@ -172,12 +189,28 @@ static int64_t keep_from(float* z, int32_t* idx, int64_t m, float tau) {
 }
 
 // Per-thread scratch for the truncated path and the chunked draw (grown on first use, reused across rows).
+// An uninitialized growable array: a row-sized scratch is allocated per call and mostly left untouched
+// (std::vector would zero it: page faults and a memset of the whole row per call).
+template <class T>
+struct Buf {
+    std::unique_ptr<T[]> p;
+    int64_t n = 0;
+    int64_t size() const { return n; }
+    void resize(int64_t m) {
+        if (m <= n) return;
+        p.reset(new T[m]);
+        n = m;
+    }
+    T* data() { return p.get(); }
+    T& operator[](int64_t i) { return p[i]; }
+};
+
 struct SampleScratch {
-    std::vector<float> z, e;
-    std::vector<int32_t> idx;
-    std::vector<uint32_t> keys;
-    std::vector<int64_t> w;
-    std::vector<ChunkMass> chunks;
+    Buf<float> z, e;
+    Buf<int32_t> idx;
+    Buf<uint32_t> keys;
+    Buf<int64_t> w;
+    Buf<ChunkMass> chunks;
     void ensure_chunks(int64_t n) {
         const int64_t nc = (n + ARBOR_STATS_CHUNK - 1) / ARBOR_STATS_CHUNK;
         if ((int64_t)chunks.size() < nc) chunks.resize(nc);
@@ -344,6 +377,45 @@ static int64_t chunked_draw(const typename Tag::T* row, int64_t n, float inv_t, 
     return c0 + y;  // y >= 0: the chunk's max column has e = 1
 }
 
+// The top-k draw (top-k cutting, with or without min-p / top-p) from the candidates the statistics pass
+// collected (z[0:m], columns idx, in column order: every kept column of the row's top k, ties included, and
+// perhaps more). The same exact selections as truncated_draw on the same integers, so the same thresholds
+// and tokens (and the CUDA kernel's); no further pass over the row unless the final list is long.
+template <class SI, class Tag>
+static int64_t topk_draw(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax,
+                         const RowParams& rp, SampleScratch& sc, int64_t m, double* lp_sampled) {
+    float* z = sc.z.data();
+    int32_t* idx = sc.idx.data();
+    if (tau != -INFINITY) m = keep_from(z, idx, m, tau);  // min-p
+    if (m > rp.k) {  // top-k cuts: the k-th largest kept value, ties kept
+        for (int64_t i = 0; i < m; ++i) sc.keys[i] = smath::order_key(z[i]);
+        tau = smath::key_value(radix_select(sc.keys.data(), nullptr, m, rp.k));
+        m = keep_from(z, idx, m, tau);
+    } else {  // the list is the kept set: its least value is the threshold (for a race over the row)
+        float least = INFINITY;  // (every listed value is >= tau already)
+        for (int64_t i = 0; i < m; ++i) least = z[i] < least ? z[i] : least;
+        if (m > 0) tau = least;
+    }
+    if (rp.p < 1.0f) {  // top-p on what top-k kept: its mass from the top reaches the target
+        SI::exp_rel(z, m, zmax, sc.e.data());
+        int64_t listed = 0;
+        for (int64_t i = 0; i < m; ++i) {
+            sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
+            sc.keys[i] = smath::order_key(z[i]);
+            listed += sc.w[i];
+        }
+        tau = smath::key_value(radix_select(sc.keys.data(), sc.w.data(), m, smath::top_p_target(rp.p, listed)));
+        m = keep_from(z, idx, m, tau);
+    }
+    const int64_t y = m * 8 >= n ? SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx
+                                 : SI::race_list(z, idx, m, rp.stream).idx;
+    SI::exp_rel(z, m, zmax, sc.e.data());
+    double s = 0.0;
+    for (int64_t i = 0; i < m; ++i) s += sc.e[i];
+    *lp_sampled = ((double)(Tag::to_f32(row[y]) * inv_t) - zmax) - log(s);
+    return y;
+}
+
 template <class SI, class Tag>
 static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vocab, int64_t row_stride,
                          int64_t vocab_limit, const SampleArgs& a, void* tokens, int token_dtype,
@@ -368,9 +440,19 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
             // untruncated temperature sampling draws from the statistics pass's chunk masses
             const bool untruncated =
                     !greedy && !(rp.mp > 0.0f) && !(rp.k > 0 && rp.k < n) && !(rp.p < 1.0f);
+            // a cutting top-k collects its candidates during the statistics pass
+            const bool topk_row = !greedy && rp.k > 0 && rp.k < n;
+            CandidateSink tk;
             if (untruncated) sc.ensure_chunks(n);
-            const RowStats st = untruncated ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, sc.chunks.data())
-                                            : SI::Stats::template stats<Tag>(row, n, inv_t);
+            if (topk_row) {
+                sc.ensure(n + 16);  // the candidates never outnumber the columns (+ padding of the last vector)
+                tk = CandidateSink{-FLT_MAX, sc.z.data(), sc.idx.data(), 0,
+                                   2 * (int64_t)rp.k > 64 ? 2 * (int64_t)rp.k : 64, rp.k};
+            }
+            const RowStats st =
+                    untruncated ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, sc.chunks.data())
+                    : topk_row  ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, nullptr, &tk)
+                                : SI::Stats::template stats<Tag>(row, n, inv_t);
             if (!st.valid) {  // NaN, +inf (possibly from dividing by T) or nothing finite
                 write_token(tokens, token_dtype, r, -1);
                 if (logprob_sampled) logprob_sampled[r] = NAN;
@@ -388,10 +470,11 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
             } else {
                 float tau = -INFINITY;
                 if (rp.mp > 0.0f) tau = smath::f_add(zmax, smath::log_own(rp.mp));
-                const bool topk = rp.k > 0 && rp.k < n, topp = rp.p < 1.0f;
                 if (untruncated) {
                     y = chunked_draw<SI, Tag>(row, n, inv_t, sc.chunks.data(), rp.stream, sc);
                     lp_sampled = NAN;
+                } else if (topk_row) {
+                    y = topk_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, tk.m, &lp_sampled);
                 } else {
                     y = truncated_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, &lp_sampled);
                 }

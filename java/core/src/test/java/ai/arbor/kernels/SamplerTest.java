@@ -379,6 +379,66 @@ class SamplerTest {
     }
 
     /**
+     * Top-k over rows of many chunks, where the kernel collects its candidates during the statistics pass and
+     * raises their threshold several times (k up to 700 of 20000 columns; coarse logits with many ties at the
+     * k-th value): the token is still argmax of z_j + G_j over the exact kept set (double reference), on
+     * every CPU path.
+     */
+    @Test
+    void topKOverManyChunksIsTheGumbelMaxOfTheExactSet() {
+        long seed = Logits.seed();
+        System.out.println("topKOverManyChunksIsTheGumbelMaxOfTheExactSet seed=" + seed);
+        Random rnd = new Random(seed);
+        SamplingParams t1 = SamplingParams.temperature(1f);
+        SamplingParams[] ps = {t1.withTopK(50), t1.withTopK(50).withTopP(0.9f), SamplingParams.temperature(0.8f).withTopK(700).withTopP(0.95f),
+            t1.withTopK(3).withMinP(0.2f)};
+        int checked = 0, skipped = 0;
+        int rows = 8, vocab = 20000;
+        for (String isa : Kernels.cpuIsas()) {
+            Kernels.forceCpuIsa(isa);
+            for (SamplingParams params : ps) {
+                float[] x = Logits.random(rnd, rows, vocab, vocab, vocab, false);
+                for (int j = 0; j < x.length / 2; j++) x[j] = Math.round(x[j] * 4) / 4f;  // ties (first half of the rows)
+                long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
+                for (int r = 0; r < rows; r++) steps[r] = rnd.nextInt() & 0xffffffffL;
+                long s = rnd.nextLong();
+                SampleResult res = Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null);
+                double[][] q = refProbs(x, rows, vocab, vocab, params);
+                float invT = 1f / params.temperature();
+                for (int r = 0; r < rows; r++) {
+                    if (!topPBoundaryIsClear(Arrays.copyOfRange(x, r * vocab, (r + 1) * vocab), params)) {
+                        skipped++;
+                        continue;
+                    }
+                    double best = Double.NEGATIVE_INFINITY, second = Double.NEGATIVE_INFINITY;
+                    int arg = -1;
+                    for (int j = 0; j < vocab; j++) {
+                        if (q[r][j] == 0) continue;
+                        double key = (double) (x[r * vocab + j] * invT) + Sampler.gumbel(s, keys[r], steps[r], j);
+                        if (key > best) {
+                            second = best;
+                            best = key;
+                            arg = j;
+                        } else if (key > second) second = key;
+                    }
+                    if (best - second < 1e-4 * (1 + Math.abs(best))) {
+                        skipped++;
+                        continue;
+                    }
+                    assertEquals(arg, res.tokens()[r], isa + " " + params + " row " + r);
+                    double zy = x[r * vocab + arg] * invT;
+                    assertEquals(Math.log(q[r][arg]), res.logprobSampled()[r], 2e-5 * (1 + Math.log(vocab)) + 1e-6 * Math.abs(zy),
+                            isa + " " + params + " row " + r + ": logprobSampled");
+                    checked++;
+                }
+            }
+        }
+        Kernels.forceCpuIsa(null);
+        System.out.println("  checked " + checked + " rows, skipped " + skipped);
+        assertTrue(checked > 60, "only " + checked + " rows checked");
+    }
+
+    /**
      * An untruncated row's token (T &gt; 0, no min-p / top-k / top-p) is the documented two-level inverse CDF,
      * recomputed here in double from z_j = fl(x_j·fl(1/T)) and the row's two uniforms
      * ({@link Sampler#drawUniform}): the chunk c of 2048 columns at which u1·Σ_j e^{z_j − M} falls in the
@@ -401,6 +461,7 @@ class SamplerTest {
                 int rows = 40, vocab = 9001, limit = 8999;  // five chunks, the last one short
                 float[] x = Logits.random(rnd, rows, vocab, vocab, limit, true);
                 for (int j = 2048; j < 4096; j++) x[3 * vocab + j] = Float.NEGATIVE_INFINITY;  // a chunk with no mass
+                x[3 * vocab + 4500] = 1f;  // (the row may have been a point mass inside that chunk)
                 long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
                 for (int r = 0; r < rows; r++) steps[r] = rnd.nextInt() & 0xffffffffL;
                 long s = rnd.nextLong();

@@ -340,7 +340,9 @@ static int64_t chunked_draw(const typename Tag::T* row, int64_t n, float inv_t, 
         if (cum + w > t1) break;
         cum += w;
     }
-    // pick >= 0: the row is valid, so the chunk holding its max has w = S_c e^0 >= 1
+    // pick >= 0: the row is valid, so the chunk holding its max has w = S_c e^0 >= 1 (guarded all the same)
+    for (int64_t c = 0; pick < 0 && c < nc; ++c)
+        if (ch[c].max == M) pick = c;
     const int64_t c0 = pick * C, len = n - c0 < C ? n - c0 : C;
     sc.ensure(len);
     float* e = sc.e.data();
@@ -374,6 +376,7 @@ static int64_t chunked_draw(const typename Tag::T* row, int64_t n, float inv_t, 
     if (y < 0)  // t2 beyond the rounded total: the last nonzero column
         for (int64_t j = len - 1; j >= 0 && y < 0; --j)
             if (e[j] > 0.0f) y = j;
+    if (y < 0) y = 0;  // unreachable: the chunk's max column has e = 1
     return c0 + y;  // y >= 0: the chunk's max column has e = 1
 }
 

@@ -740,8 +740,8 @@ public final class TrainingRun {
         StringBuilder sb = new StringBuilder();
         sb.append(String.format(Locale.ROOT, "Held-out evaluation: task %s, recipe %s, seed %d (SFT %.0f s, RL %.0f s)%n%n", o.setup().task(),
                 o.recipe().name(), o.setup().seed(), sftSeconds, rlSeconds));
-        sb.append("| policy | decoding | accuracy | tool use | tool calls / answer | tool failure rate | response tokens | answers |\n");
-        sb.append("|---|---|---|---|---|---|---|---|\n");
+        sb.append("| policy | decoding | accuracy | tool use | tool calls / answer | tool failure rate | response tokens | generated tokens | generated tokens / correct | answers |\n");
+        sb.append("|---|---|---|---|---|---|---|---|---|---|\n");
         String start = o.setup().init() != null ? "start (" + o.setup().init().getFileName() + ")" : "SFT cold start";
         for (Evaluator.Result r : before) row(sb, start, r);
         for (Evaluator.Result r : after) row(sb, "after " + o.recipe().name(), r);
@@ -749,8 +749,8 @@ public final class TrainingRun {
     }
 
     private static void row(StringBuilder sb, String who, Evaluator.Result r) {
-        sb.append(String.format(Locale.ROOT, "| %s | %s | %.3f | %.3f | %.2f | %.3f | %.1f | %d |%n", who, r.decoding(), r.accuracy(), r.toolUse(),
-                r.toolCalls(), r.toolFailureRate(), r.responseTokens(), r.answers()));
+        sb.append(String.format(Locale.ROOT, "| %s | %s | %.3f | %.3f | %.2f | %.3f | %.1f | %.1f | %.1f | %d |%n", who, r.decoding(), r.accuracy(), r.toolUse(),
+                r.toolCalls(), r.toolFailureRate(), r.responseTokens(), r.generatedTokens(), r.generatedTokensPerCorrect(), r.answers()));
     }
 
     static String evalJson(Options o, List<Evaluator.Result> before, List<Evaluator.Result> after, double sftSeconds, double rlSeconds) {

@@ -49,6 +49,11 @@ public final class Evaluator {
             return accuracy > 0 ? generatedTokens / accuracy : Double.POSITIVE_INFINITY;
         }
 
+        /** {@link #generatedTokensPerCorrect()} to one decimal, "–" with no correct answer. */
+        public String generatedTokensPerCorrectText() {
+            return accuracy > 0 ? String.format(Locale.ROOT, "%.1f", generatedTokensPerCorrect()) : "–";
+        }
+
         public Map<String, Object> metrics(String prefix) {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put(prefix + "accuracy", accuracy);

@@ -44,6 +44,14 @@ class EvaluatorTest {
             assertEquals(r.generatedTokens(), r.responseTokens(), 1e-12, "no observations without the tool");
             assertEquals((double) tokens / correct, r.generatedTokensPerCorrect(), 1e-9);
             assertEquals(tokens / (double) correct, (double) r.metrics("").get("generated_tokens_per_correct"), 1e-9);
+            assertEquals(String.format(java.util.Locale.ROOT, "%.1f", (double) tokens / correct), r.generatedTokensPerCorrectText());
+            // no correct answer: infinitely many tokens per correct answer, shown as "–" and left out of the metrics
+            ScriptedGenerator wrong = new ScriptedGenerator(tok, (ctx, rnd) -> ScriptedGenerator.Turn.of("\\boxed{x}"));
+            Evaluator.Result none = Evaluator.evaluate(task, tok, wrong, set, SamplingParams.temperature(1f), 1, 5, 2);
+            assertEquals(0.0, none.accuracy());
+            assertEquals(Double.POSITIVE_INFINITY, none.generatedTokensPerCorrect());
+            assertEquals("–", none.generatedTokensPerCorrectText());
+            assertTrue(!none.metrics("").containsKey("generated_tokens_per_correct"));
         }
     }
 

@@ -113,8 +113,8 @@ public final class EvalCommand implements Callable<Integer> {
         sb.append("| decoding | accuracy | tool use | tool calls / answer | tool failure rate | response tokens | generated tokens | generated tokens / correct | answers |\n");
         sb.append("|---|---|---|---|---|---|---|---|---|\n");
         for (Evaluator.Result r : results)
-            sb.append(String.format(Locale.ROOT, "| %s | %.3f | %.3f | %.2f | %.3f | %.1f | %.1f | %.1f | %d |%n", r.decoding(), r.accuracy(), r.toolUse(),
-                    r.toolCalls(), r.toolFailureRate(), r.responseTokens(), r.generatedTokens(), r.generatedTokensPerCorrect(), r.answers()));
+            sb.append(String.format(Locale.ROOT, "| %s | %.3f | %.3f | %.2f | %.3f | %.1f | %.1f | %s | %d |%n", r.decoding(), r.accuracy(), r.toolUse(),
+                    r.toolCalls(), r.toolFailureRate(), r.responseTokens(), r.generatedTokens(), r.generatedTokensPerCorrectText(), r.answers()));
         return sb.toString();
     }
 }

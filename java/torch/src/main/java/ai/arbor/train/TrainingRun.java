@@ -749,8 +749,8 @@ public final class TrainingRun {
     }
 
     private static void row(StringBuilder sb, String who, Evaluator.Result r) {
-        sb.append(String.format(Locale.ROOT, "| %s | %s | %.3f | %.3f | %.2f | %.3f | %.1f | %.1f | %.1f | %d |%n", who, r.decoding(), r.accuracy(), r.toolUse(),
-                r.toolCalls(), r.toolFailureRate(), r.responseTokens(), r.generatedTokens(), r.generatedTokensPerCorrect(), r.answers()));
+        sb.append(String.format(Locale.ROOT, "| %s | %s | %.3f | %.3f | %.2f | %.3f | %.1f | %.1f | %s | %d |%n", who, r.decoding(), r.accuracy(), r.toolUse(),
+                r.toolCalls(), r.toolFailureRate(), r.responseTokens(), r.generatedTokens(), r.generatedTokensPerCorrectText(), r.answers()));
     }
 
     static String evalJson(Options o, List<Evaluator.Result> before, List<Evaluator.Result> after, double sftSeconds, double rlSeconds) {

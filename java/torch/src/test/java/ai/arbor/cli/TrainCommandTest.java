@@ -199,7 +199,7 @@ class TrainCommandTest {
 
     @Test
     void taoRlOversamplesAndCortTrainsEndToEnd(@TempDir Path dir) throws Exception {
-        // tao-rl rolls out 3× the prompts (2 → 6 groups) and trains on at most 2 informative ones
+        // tao-rl rolls out 3× the prompts (2 → 6 groups) and trains on at most 2 informative ones, filled up to 2 by copies
         Path tao = dir.resolve("tao");
         run(concat(concat(new String[] {"train"}, TINY), "--recipe", "tao-rl", "--out", tao.toString()));
         List<Map<String, Object>> rl = jsonl(tao.resolve("metrics.jsonl")).stream().filter(r -> "rl".equals(r.get("phase"))).toList();
@@ -209,6 +209,7 @@ class TrainCommandTest {
             assertEquals(2, ((Number) r.get("dynamic/target_groups")).intValue(), r.toString());
             int kept = ((Number) r.get("dynamic/kept_groups")).intValue();
             assertTrue(kept >= 0 && kept <= 2, r.toString());
+            assertEquals(kept == 0 ? 0 : 2, ((Number) r.get("dynamic/trained_groups")).intValue(), "a short batch is filled with copies: " + r);
         }
         // cort samples at T 0.6 / top-p 0.95 and trains with its KL and entropy terms
         Path cort = dir.resolve("cort");

@@ -34,10 +34,11 @@ for spec in specs:
         if key in runs: continue          # the start's evaluation repeats in every file of a seed
         r = dict(r); r["label"] = label; r["dir"] = cdir
         if evals:
-            f = os.path.join(evals, "T1-%s-%s.md" % (cdir, r["recipe"]))
-            if os.path.exists(f):
-                m = re.search(r"\| τ=1(?:\.0)?, 4 samples \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|", open(f).read())
-                if m: r["t1_accuracy"], r["t1_tool_use"] = float(m.group(1)), float(m.group(2))
+            for prefix, col in (("T1", "t1"), ("P95", "p95")):
+                f = os.path.join(evals, "%s-%s-%s.md" % (prefix, cdir, r["recipe"]))
+                if os.path.exists(f):
+                    m = re.search(r"\| τ=[0-9.]+, 4 samples \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|", open(f).read())
+                    if m: r[col + "_accuracy"], r[col + "_tool_use"] = float(m.group(1)), float(m.group(2))
         if "gen_tokens" in r:
             r["tokens_per_prompt"] = r["gen_tokens"] / (steps * prompts)
             r["calls_per_prompt"] = r["tool_calls"] / (steps * prompts)
@@ -66,18 +67,19 @@ for c, mins, ren in commands:
     L.append("")
 L.append("Mean ± standard deviation over seeds %s. sampled = pass@1 of 4 samples per problem at the recipe's own sampling "
          "(cort τ 0.6 / top-p 0.95, tree-grpo top-p 0.95, the others τ 1); sampled τ 1 = the same policies re-evaluated at τ 1, "
-         "top-p 1 (`arbor eval`), the one sampling common to all; greedy = greedy decoding; 100 held-out problems. Spend: "
+         "top-p 1 (`arbor eval`), and at τ 0.6, top-p 0.95 (CoRT's), two samplings common to all; greedy = greedy decoding; 100 held-out problems. Spend: "
          "generated tokens and tool calls per rolled-out prompt (%d steps × %d prompts)." % (", ".join(map(str, seeds)), steps, prompts))
 L.append("")
-L.append("| policy | held-out acc. (sampled) | held-out acc. (sampled τ 1) | held-out acc. (greedy) | tool use (sampled) | train acc. (last 5 steps) | generated tokens / prompt | tool calls / prompt | seconds | seeds |")
-L.append("|---|---|---|---|---|---|---|---|---|---|")
+L.append("| policy | held-out acc. (sampled) | held-out acc. (sampled τ 1) | held-out acc. (τ 0.6, top-p 0.95) | held-out acc. (greedy) | tool use (sampled) | train acc. (last 5 steps) | generated tokens / prompt | tool calls / prompt | seconds | seeds |")
+L.append("|---|---|---|---|---|---|---|---|---|---|---|")
 for l in labels:
     name = "SFT (start)" if l == "sft" else l
-    L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |" % (name, ms(vals(l, "sampled_accuracy"), 3), ms(vals(l, "t1_accuracy"), 3),
+    L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |" % (name, ms(vals(l, "sampled_accuracy"), 3), ms(vals(l, "t1_accuracy"), 3),
+             ms(vals(l, "p95_accuracy"), 3),
              ms(vals(l, "greedy_accuracy"), 3), ms(vals(l, "sampled_tool_use"), 3), ms(vals(l, "train_accuracy_last5"), 3),
              ms(vals(l, "tokens_per_prompt"), 0), ms(vals(l, "calls_per_prompt"), 1), ms(vals(l, "seconds"), 0), len(vals(l, "seconds"))))
 L.append("")
-L.append("Per seed (sampled / sampled τ 1 / greedy):")
+L.append("Per seed (sampled / sampled τ 1 / τ 0.6, top-p 0.95 / greedy):")
 L.append("")
 L.append("| policy | " + " | ".join("seed %d" % s for s in seeds) + " |")
 L.append("|---|" + "---|" * len(seeds))
@@ -85,7 +87,8 @@ for l in labels:
     cells = []
     for s in seeds:
         r = runs.get((l, s))
-        cells.append("–" if r is None else "%.3f / %s / %.3f" % (r["sampled_accuracy"], "%.3f" % r["t1_accuracy"] if "t1_accuracy" in r else "–", r["greedy_accuracy"]))
+        cells.append("–" if r is None else "%.3f / %s / %s / %.3f" % (r["sampled_accuracy"], "%.3f" % r["t1_accuracy"] if "t1_accuracy" in r else "–",
+                     "%.3f" % r["p95_accuracy"] if "p95_accuracy" in r else "–", r["greedy_accuracy"]))
     L.append("| %s | %s |" % ("SFT (start)" if l == "sft" else l, " | ".join(cells)))
 L.append("")
 
@@ -101,7 +104,8 @@ L.append("Paired differences (row − column, per seed, mean ± standard error o
          "Eval noise alone: one accuracy of 400 sampled answers has SE ≤ 0.025, the mean of 3 seeds ≤ 0.014." % len(seeds))
 L.append("")
 rl = [l for l in labels if l != "sft"]
-for k, title in (("sampled_accuracy", "sampled (own sampling)"), ("t1_accuracy", "sampled τ 1"), ("greedy_accuracy", "greedy")):
+for k, title in (("sampled_accuracy", "sampled (own sampling)"), ("t1_accuracy", "sampled τ 1"), ("p95_accuracy", "sampled τ 0.6, top-p 0.95"),
+                 ("greedy_accuracy", "greedy (100 answers per seed: a difference of 0.01 is one problem)")):
     L.append("**%s**" % title)
     L.append("")
     L.append("| | " + " | ".join(rl) + " |")

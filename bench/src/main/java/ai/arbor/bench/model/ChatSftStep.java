@@ -45,7 +45,8 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
  *
  * <pre>
  *   bench/run.sh --main ai.arbor.bench.model.ChatSftStep [threads=1] [batch=4] [steps=5] [hidden=64] [layers=3]
- *       [heads=4] [kv=2] [headdim=24] [ffn=160] [tokenizer=third_party/qwen3-tokenizer] [mode=both|phases|trainer]
+ *       [heads=4] [kv=2] [headdim=24] [ffn=160] [tokenizer=third_party/qwen3-tokenizer] [task=arith|arith-small]
+ *       [mode=both|phases|trainer]
  * </pre>
  */
 @SuppressWarnings("try")
@@ -58,6 +59,7 @@ public final class ChatSftStep {
     public static void main(String[] args) throws Exception {
         int threads = 1, batch = 4, steps = 5, hidden = 64, layers = 3, heads = 4, kv = 2, headDim = 24, ffn = 160;
         Path tokDir = Path.of("third_party/qwen3-tokenizer");
+        String taskName = "arith";
         boolean phases = true, trainer = true;
         for (String a : args) {
             String[] kvp = a.split("=", 2);
@@ -73,6 +75,7 @@ public final class ChatSftStep {
                 case "headdim" -> headDim = Integer.parseInt(kvp[1]);
                 case "ffn" -> ffn = Integer.parseInt(kvp[1]);
                 case "tokenizer" -> tokDir = Path.of(kvp[1]);
+                case "task" -> taskName = kvp[1];
                 case "mode" -> {
                     phases = !kvp[1].equals("trainer");
                     trainer = !kvp[1].equals("phases");
@@ -82,13 +85,13 @@ public final class ChatSftStep {
         }
         CpuThreads.set(threads);
         try (ChatFormat chat = ChatFormat.qwen3(tokDir, false);
-             TrainingTask task = TrainingTask.create("arith", 1, 64, 0, chat)) {
+             TrainingTask task = TrainingTask.create(taskName, 1, 64, 0, chat)) {
             List<Problem> problems = new ArrayList<>(task.train());
             List<Sequence> demos = Demonstrations.render(task, chat.tokenizer(), problems, 11, 2).sequences();
             PolicyConfig c = HfCheckpoint.Family.QWEN3.config(151_936, hidden, layers, heads, kv, headDim, ffn, 2048, 1e6, 1e-6, true, false, 1);
             System.out.printf(Locale.ROOT, "threads %d (torch %d, blas %d); model %.2f M parameters (vocab %d, hidden %d, %d layers, %d/%d heads of %d, ffn %d); "
-                            + "%d demonstrations, batch %d%n", threads, CpuThreads.torchThreads(), CpuThreads.blasThreads(), c.parameterCount() / 1e6,
-                    c.vocab(), hidden, layers, heads, kv, headDim, ffn, demos.size(), batch);
+                            + "task %s, %d demonstrations, batch %d%n", threads, CpuThreads.torchThreads(), CpuThreads.blasThreads(), c.parameterCount() / 1e6,
+                    c.vocab(), hidden, layers, heads, kv, headDim, ffn, taskName, demos.size(), batch);
             int vocabLimit = chat.tokenizer().vocabSize();
             String[] names = {"body forward", "LM head forward (rows)", "token stats forward", "token stats backward", "LM head backward",
                     "body backward", "clip grad norm", "AdamW step", "zero grad"};

@@ -31,12 +31,24 @@ final class ArithTraining implements TrainingTask {
     static final String HINT_CODE = "It looks tedious, and we can use python code to simplify the reasoning.";
     static final String HINT_TRUST = "We don't need to doubt the accuracy of python calculations.";
 
+    /** {@code arith-small}'s cold start: every demonstration uses the tool plainly. */
+    static final Map<DemoStyle, Double> TOOL_ONLY = mix(1.0, 0.0, 0.0);
+
     private final ArithTask task;
+    private final String name;
+    private final Map<DemoStyle, Double> mix;
     private final MathGrader grader = MathGrader.standard();
     private PythonSandbox sandbox;
 
     ArithTraining(ArithTask task) {
+        this(task, "arith", MIX);
+    }
+
+    /** {@code task} under the task name {@code name} with the cold-start mix {@code mix}. */
+    ArithTraining(ArithTask task, String name, Map<DemoStyle, Double> mix) {
         this.task = task;
+        this.name = name;
+        this.mix = mix;
     }
 
     private static Map<DemoStyle, Double> mix(double tool, double hint, double hand) {
@@ -49,7 +61,7 @@ final class ArithTraining implements TrainingTask {
 
     @Override
     public String name() {
-        return "arith";
+        return name;
     }
 
     @Override
@@ -105,7 +117,7 @@ final class ArithTraining implements TrainingTask {
 
     @Override
     public Map<DemoStyle, Double> demoMix() {
-        return MIX;
+        return mix;
     }
 
     @Override

@@ -25,7 +25,7 @@ import java.util.regex.Pattern;
 public interface TrainingTask extends AutoCloseable {
 
     /** Task names accepted by {@link #create}. */
-    List<String> NAMES = List.of("arith", "kb");
+    List<String> NAMES = List.of("arith", "arith-small", "kb");
 
     /** The task's name ({@code arith}, {@code kb}). */
     String name();
@@ -113,16 +113,24 @@ public interface TrainingTask extends AutoCloseable {
      * demonstrations so far.
      */
     static TrainingTask create(String name, long seed, int trainSize, int heldOutSize, ai.arbor.chat.ChatFormat chat) {
-        if (chat != null) {
-            String n = name == null ? "" : name.trim().toLowerCase(Locale.ROOT);
-            if (!n.equals("arith")) throw new IllegalArgumentException("task '" + name + "' has no chat-format version yet (arith has)");
-            return new ChatArithTraining(new ArithTraining(new ArithTask(seed, trainSize, heldOutSize)), chat);
-        }
         String n = name == null ? "" : name.trim().toLowerCase(Locale.ROOT);
+        if (chat != null) {
+            return switch (n) {
+                case "arith" -> new ChatArithTraining(new ArithTraining(new ArithTask(seed, trainSize, heldOutSize)), chat);
+                case "arith-small" -> ChatArithTraining.small(arithSmall(seed, trainSize, heldOutSize), chat);
+                default -> throw new IllegalArgumentException("task '" + name + "' has no chat-format version yet (arith and arith-small have)");
+            };
+        }
         return switch (n) {
             case "arith" -> new ArithTraining(new ArithTask(seed, trainSize, heldOutSize));
+            case "arith-small" -> arithSmall(seed, trainSize, heldOutSize);
             case "kb" -> new KbTraining(new KbTask(seed, trainSize, heldOutSize));
             default -> throw new IllegalArgumentException("unknown task '" + name + "'; one of " + NAMES);
         };
+    }
+
+    /** {@code arith-small}: {@code arith} at the shape {@link ArithTask#SMALL_DIGITS}, every demonstration a plain tool call. */
+    private static ArithTraining arithSmall(long seed, int trainSize, int heldOutSize) {
+        return new ArithTraining(new ArithTask(seed, trainSize, heldOutSize, ArithTask.SMALL_DIGITS), "arith-small", ArithTraining.TOOL_ONLY);
     }
 }

@@ -102,6 +102,50 @@ class TasksTest {
         assertEquals(t.train(), new ArithTask(1, 500, 100).train());
     }
 
+    /** arith-small: the dd o d o dd shape, gold answers by an independent evaluation, disjoint splits, plain tool demonstrations only. */
+    @Test
+    void arithSmallHasItsShapeAndOnlyToolDemonstrations() {
+        try (TrainingTask t = TrainingTask.create("arith-small", 2, 400, 50)) {
+            assertEquals("arith-small", t.name());
+            assertEquals(400, t.train().size());
+            assertEquals(50, t.heldOut().size());
+            Set<String> train = new HashSet<>();
+            for (var p : t.train()) {
+                assertTrue(p.question().matches("[1-9][0-9][-+*][1-9][-+*][1-9][0-9]"), "shape dd o d o dd: " + p.question());
+                assertTrue(p.question().contains("*"), "every problem has a multiplication: " + p.question());
+                assertEquals(Long.toString(evalLong(p.question())), p.answer(), p.question());
+                assertEquals("print(" + p.question() + ")", p.plan().get(0).argument());
+                train.add(p.question());
+            }
+            assertEquals(400, train.size(), "distinct training questions");
+            t.heldOut().forEach(p -> assertFalse(train.contains(p.question()), "held-out question in train: " + p.question()));
+            assertEquals(java.util.Map.of(DemoStyle.TOOL, 1.0, DemoStyle.HINT, 0.0, DemoStyle.HAND, 0.0), t.demoMix());
+            // 47*3-58 by hand: 141 - 58
+            assertEquals(BigInteger.valueOf(83), ArithTask.evaluate("47*3-58"));
+        }
+        // the default task keeps its shape and mix
+        try (TrainingTask t = TrainingTask.create("arith", 2, 40, 5)) {
+            assertEquals("arith", t.name());
+            assertEquals(0.6, t.demoMix().get(DemoStyle.TOOL), 0);
+            assertTrue(t.train().get(0).question().matches("[1-9][0-9]{2}[-+*][1-9][0-9][-+*][1-9][0-9]{2}"));
+        }
+    }
+
+    @Test
+    void arithShapesAreChecked() {
+        // 9 * 9 values times 1 operator pattern (a product) = 81 distinct expressions: 41 problems need more than twice 40
+        assertEquals(81, ArithTask.distinctExpressions(new int[] {1, 1}), 0);
+        // two operators: 9 patterns, 4 of them without a product
+        assertEquals(900.0 * 90 * 900 * (9 - 4), ArithTask.distinctExpressions(new int[] {3, 2, 3}), 0);
+        new ArithTask(1, 30, 10, new int[] {1, 1});
+        var e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, () -> new ArithTask(1, 31, 10, new int[] {1, 1}));
+        assertTrue(e.getMessage().contains("81 distinct"), e.getMessage());
+        e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, () -> new ArithTask(1, 3, 1, new int[] {2, 0, 2}));
+        assertTrue(e.getMessage().contains("got 0"), e.getMessage());
+        e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, () -> new ArithTask(1, 3, 1, new int[] {4}));
+        assertTrue(e.getMessage().contains("at least two operands"), e.getMessage());
+    }
+
     private static long evalLong(String e) {
         // independent evaluation: split on + and - (keeping signs), products inside
         long total = 0;

@@ -31,7 +31,7 @@ public final class EvalCommand implements Callable<Integer> {
             description = "A policy checkpoint (safetensors, e.g. runs/…/policy.safetensors) or a Hugging Face model directory (docs/models.md).")
     Path checkpoint;
 
-    @Option(names = "--task", defaultValue = "arith", description = "arith or kb (default ${DEFAULT-VALUE}).")
+    @Option(names = "--task", defaultValue = "arith", description = "arith, arith-small or kb (default ${DEFAULT-VALUE}; docs/training.md, docs/models.md).")
     String task;
 
     @Option(names = "--seed", defaultValue = "1", description = "Task seed: the held-out split depends on it; use the training run's (default ${DEFAULT-VALUE}).")

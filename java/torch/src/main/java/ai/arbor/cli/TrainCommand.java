@@ -213,7 +213,7 @@ public final class TrainCommand implements Callable<Integer> {
     static final class RunOptions {
         private static final TrainingRun.Options D = TrainingRun.Options.defaults();
 
-        @Option(names = "--task", defaultValue = "arith", description = "arith or kb (default ${DEFAULT-VALUE}).")
+        @Option(names = "--task", defaultValue = "arith", description = "arith, arith-small or kb (default ${DEFAULT-VALUE}; docs/training.md, docs/models.md).")
         String task;
 
         @Option(names = "--seed", defaultValue = "1", description = "Seed of the task, the initialisation, the rollouts (default ${DEFAULT-VALUE}).")

@@ -93,6 +93,45 @@ class ChatTrainingTest {
         }
     }
 
+    /**
+     * {@code arith-small} in the chat format: no system prompt and no declared tool (the shortest prompt the template
+     * renders), the {@code dd o d o dd} question, and every demonstration a plain tool call — token for token the
+     * template's rendering of that conversation (the same two stated differences as above).
+     */
+    @Test
+    void arithSmallDemonstrationsAreTheTemplatesRenderingWithoutSystemOrTools() throws Exception {
+        try (ChatFormat chat = ChatFormat.qwen3(qwen3(), false); TrainingTask task = TrainingTask.create("arith-small", 3, 10, 2, chat)) {
+            Problem first = task.train().get(0);
+            assertEquals("<|im_start|>user\n" + first.question() + "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", task.promptText(first));
+            List<Problem> problems = task.train().subList(0, 4);
+            Demonstrations.Rendered r = Demonstrations.render(task, chat.tokenizer(), problems, 7, 2);
+            assertEquals(Map.of(DemoStyle.TOOL, 4), r.styles());
+            int[] empty = chat.tokenizer().encode("<think>\n\n</think>\n\n");
+            for (Demonstrations.Demonstration d : r.demonstrations()) {
+                Problem p = d.problem();
+                assertTrue(p.question().matches("[1-9][0-9][-+*][1-9][-+*][1-9][0-9]"), p.question());
+                Map<String, Object> call = msg("assistant", "");
+                call.put("tool_calls", List.of(Map.of("type", "function", "function", Map.of("name", "python", "arguments", Map.of("code", "print(" + p.question() + ")")))));
+                List<Map<String, Object>> conv = List.of(msg("user", p.question()), call, msg("tool", p.answer()), msg("assistant", "\\boxed{" + p.answer() + "}"));
+                int[] want = chat.tokenizer().encode(chat.render(conv, List.of()));
+                int[] tokens = d.sequence().tokens();
+                int at = -1;
+                for (int i = 0; i + empty.length <= tokens.length && at < 0; i++)
+                    if (Arrays.equals(Arrays.copyOfRange(tokens, i, i + empty.length), empty)) at = i;
+                List<Integer> got = new ArrayList<>();
+                for (int i = 0; i < tokens.length; i++) {
+                    if (i == at) {
+                        i += empty.length - 1;   // the first turn's empty think block, which the template drops from history
+                        continue;
+                    }
+                    got.add(tokens[i]);
+                }
+                for (int id : chat.tokenizer().encode("\n")) got.add(id);
+                assertArrayEquals(want, got.stream().mapToInt(Integer::intValue).toArray(), "demonstration of " + p.question());
+            }
+        }
+    }
+
     @Test
     void aRunAtTheFullQwen3Vocabulary() throws Exception {
         Path out = Files.createTempDirectory("arbor-chat-run");

@@ -21,7 +21,7 @@ import org.apache.lucene.analysis.tokenattributes.CharTermAttribute;
  * by a person and is based in a city. One document per entity states its facts (title = the entity's
  * name), always in the same layout:
  * <pre>{@code NOXZ is employed by GYPL. NOXZ was born in MIJK.
- * GYPL was founded by RAVO. GYPL is based in NEKU.
+ * GYPL was founded by JXUE. GYPL is based in HWOZ.
  * MIJK is a city.}</pre>
  * Question templates, each ending with the name to search first and needing the first hop's answer as
  * the second search:

@@ -20,8 +20,8 @@ import java.util.Map;
  * <search>NOXZ</search> <result>
  * Doc 1(Title: NOXZ) NOXZ is employed by GYPL. NOXZ was born in MIJK.
  * </result><search>GYPL</search> <result>
- * Doc 1(Title: GYPL) GYPL was founded by RAVO. GYPL is based in NEKU.
- * </result><answer>RAVO</answer>}</pre>
+ * Doc 1(Title: GYPL) GYPL was founded by JXUE. GYPL is based in HWOZ.
+ * </result><answer>JXUE</answer>}</pre>
  * Every name has a fixed length and every result the same layout, and no letter of a name recurs elsewhere in
  * the result it is copied from ({@link KbTask}), so each copy the policy
  * makes (question → first search, result → second search, result → answer) spans a fixed distance.

@@ -13,12 +13,50 @@
 static double tnow(){ timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID,&t); return t.tv_sec*1e3+t.tv_nsec*1e-6; }
 // single-threaded: thread CPU time (ms), robust against other processes taking the cores
 template<class F> double best(F f, int n){ double b=1e30; for(int i=0;i<n;i++){double t0=tnow(); f(); double t1=tnow(); b=std::min(b,t1-t0);} return b;}
+#ifdef NEW
+// The compute floor: the kernels' exp (vexp_lo, as row_stats calls it) from registers, no memory: 8
+// independent vectors, n exps; returns G exp/s of thread CPU time.
+template <class F> static double exp_rate(F body, int64_t n) {
+  double t0 = tnow(); float s = body(n); double t1 = tnow();
+  if (s == 12345.f) printf("-");  // keep the sum observable
+  return n / ((t1 - t0) * 1e-3) * 1e-9;
+}
+__attribute__((target(ARBOR_AVX512_TARGET))) static float exp_loop_avx512(int64_t n) {
+  using namespace arbor::avx512;
+  V d[8], acc[8], step = vset(-1e-7f);
+  for (int i = 0; i < 8; ++i) { d[i] = vset(-0.1f * i - 0.05f); acc[i] = vset(0.f); }
+  for (int64_t t = 0; t < n; t += 8 * W)
+    for (int i = 0; i < 8; ++i) { V dc; acc[i] = vadd(acc[i], vexp_lo(d[i], &dc)); d[i] = vadd(d[i], step); }
+  V a = acc[0]; for (int i = 1; i < 8; ++i) a = vadd(a, acc[i]);
+  return (float)hsum(a);
+}
+__attribute__((target("avx2,fma,f16c"))) static float exp_loop_avx2(int64_t n) {
+  using namespace arbor::avx2;
+  V d[8], acc[8], step = vset(-1e-7f);
+  for (int i = 0; i < 8; ++i) { d[i] = vset(-0.1f * i - 0.05f); acc[i] = vset(0.f); }
+  for (int64_t t = 0; t < n; t += 8 * W)
+    for (int i = 0; i < 8; ++i) { V dc; acc[i] = vadd(acc[i], vexp_lo(d[i], &dc)); d[i] = vadd(d[i], step); }
+  V a = acc[0]; for (int i = 1; i < 8; ++i) a = vadd(a, acc[i]);
+  return (float)hsum(a);
+}
+#endif
 int main(int argc,char**argv){
   const char* isa = argc>1?argv[1]:"best"; int N = argc>2?atoi(argv[2]):15;
 #ifdef NEW
   if (strcmp(isa,"best")) arbor_cpu_force_isa(isa);
 #endif
   int64_t rows=64;
+#ifdef NEW
+  if (!strcmp(isa, "exp")) {  // the compute floor: G exp/s per core (best of N runs of 4e8 exps)
+    double r512 = 0, r2 = 0;
+    for (int i = 0; i < N; ++i) {
+      if (!strcmp(arbor_cpu_isa(), "avx512")) r512 = std::max(r512, exp_rate(exp_loop_avx512, 400000000L));
+      r2 = std::max(r2, exp_rate(exp_loop_avx2, 400000000L));
+    }
+    printf("exp from registers (vexp_lo + add): avx512 %.2f G exp/s, avx2 %.2f G exp/s per core (thread CPU time)\n", r512, r2);
+    return 0;
+  }
+#endif
   for (int64_t V : {32000L, 151936L}) for (int bf=0; bf<2; bf++) {
     size_t n=rows*V; std::vector<float> x(n), g(n); std::vector<uint16_t> xb(n), gb(n);
     std::mt19937 r(1); std::normal_distribution<float> nd(0,3);
@@ -35,7 +73,17 @@ int main(int argc,char**argv){
                          else arbor_cpu_token_stats_fwd_f32(x.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,lp.data(),h.data(),l.data(),1);},N);
     double b = best([&]{ if(bf) arbor_cpu_token_stats_bwd_bf16(xb.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,l.data(),h.data(),glp.data(),gh.data(),gb.data(),ARBOR_BF16,V,1);
                          else arbor_cpu_token_stats_bwd_f32(x.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,l.data(),h.data(),glp.data(),gh.data(),g.data(),ARBOR_F32,V,1);},N);
-    printf("%-8s V=%-6ld %s read %6.2f copy %6.2f | fwd %6.2f bwd %6.2f\n", arbor_cpu_isa(), (long)V, bf?"bf16":"f32 ", fr, fc, f, b);
+    // the sampler: T = 1 untruncated, and top-k 50 + top-p 0.9 (a new step each run: a fresh draw)
+    std::vector<int> tok(rows);
+    uint64_t step = 0;
+    auto sample = [&](int k, float p) {
+      if (bf) arbor_cpu_sample_bf16(xb.data(),rows,V,V,V,1.f,nullptr,k,nullptr,p,nullptr,0.f,nullptr,1234,nullptr,nullptr,step++,nullptr,nullptr,tok.data(),ARBOR_I32,lp.data(),h.data(),l.data(),1);
+      else arbor_cpu_sample_f32(x.data(),rows,V,V,V,1.f,nullptr,k,nullptr,p,nullptr,0.f,nullptr,1234,nullptr,nullptr,step++,nullptr,nullptr,tok.data(),ARBOR_I32,lp.data(),h.data(),l.data(),1);
+    };
+    double st = best([&]{ sample(0, 1.f); }, N);
+    double sk = best([&]{ sample(50, 0.9f); }, N);
+    printf("%-8s V=%-6ld %s read %6.2f copy %6.2f | fwd %6.2f bwd %6.2f | sample T %6.2f (%.2fx fwd) top-k/p %6.2f (%.2fx fwd)\n",
+           arbor_cpu_isa(), (long)V, bf?"bf16":"f32 ", fr, fc, f, b, st, st / f, sk, sk / f);
     fflush(stdout);
   }
 }

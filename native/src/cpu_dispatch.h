@@ -8,6 +8,7 @@
 #ifndef ARBOR_CPU_DISPATCH_H
 #define ARBOR_CPU_DISPATCH_H
 
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -39,6 +40,27 @@ struct RowStats {
     float log_sum;  // log sum_j e^{z_j - max}
     float entropy;  // H = log_sum - sum_j e^{z_j-max}(z_j-max) / sum_j e^{z_j-max}
     bool valid;     // false when the row has NaN, +inf or no finite entry (all fields NaN)
+};
+
+// The column chunk of row_stats (L1-sized): its max and sum of e^{z - max}, recorded on request.
+#define ARBOR_STATS_CHUNK 2048
+struct ChunkMass {
+    float max;   // m_c = max of z over the chunk (-inf: nothing finite)
+    double sum;  // S_c = sum of e^{z - m_c} over the chunk (the kernels' fp32 exp, summed as in row_stats)
+};
+
+// Candidates for top-k collected during the statistics pass: every column whose z = fl(x inv_t) is >= thr is
+// appended (z, column) in column order, chunk by chunk while the chunk is in L1; when more than `limit` are
+// held, thr rises to a t with at least k held values >= t (a lower bound of the row's k-th largest, found by
+// bisection) and the smaller ones go. thr starts at -FLT_MAX (no -inf column).
+//
+// The first chunk with a finite value also sets thr to a lower bound of the row's k-th largest from the maxima
+// of its groups of 8 columns: any t with at least k group maxima >= t has k distinct columns >= t.
+struct CandidateSink {
+    float thr;
+    float* z;     // room for every column of the row and 16 more
+    int32_t* idx;
+    int64_t m, limit, k;
 };
 
 // Below this, e^d underflows fp32's normal range: treated as exactly 0 (ln FLT_MIN).
@@ -84,6 +106,15 @@ namespace avx512 {
 struct ScalarIsa {
     template <class Tag>
     static RowStats stats(const typename Tag::T* row, int64_t n, float inv_t) { return scalar::row_stats<Tag>(row, n, inv_t); }
+    template <class Tag>
+    static RowStats stats_chunks(const typename Tag::T* row, int64_t n, float inv_t, ChunkMass* chunks,
+                                 CandidateSink* sink = nullptr) {
+        return scalar::row_stats<Tag>(row, n, inv_t, chunks, sink);
+    }
+    template <class Tag>
+    static void exp_rel_row(const typename Tag::T* row, int64_t n, float inv_t, float m, float* out) {
+        scalar::row_exp_rel<Tag>(row, n, inv_t, m, out);
+    }
     template <class Tag, class OTag>
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
                      float g_H, int64_t label, typename OTag::T* out, bool stream) {
@@ -109,6 +140,17 @@ struct Avx2Isa {
     template <class Tag>
     __attribute__((target("avx2,fma,f16c")))
     static RowStats stats(const typename Tag::T* row, int64_t n, float inv_t) { return avx2::row_stats<Tag>(row, n, inv_t); }
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static RowStats stats_chunks(const typename Tag::T* row, int64_t n, float inv_t, ChunkMass* chunks,
+                                 CandidateSink* sink = nullptr) {
+        return avx2::row_stats<Tag>(row, n, inv_t, chunks, sink);
+    }
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static void exp_rel_row(const typename Tag::T* row, int64_t n, float inv_t, float m, float* out) {
+        avx2::row_exp_rel<Tag>(row, n, inv_t, m, out);
+    }
     template <class Tag, class OTag>
     __attribute__((target("avx2,fma,f16c")))
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
@@ -139,6 +181,17 @@ struct Avx512Isa {
     template <class Tag>
     __attribute__((target(ARBOR_AVX512_TARGET)))
     static RowStats stats(const typename Tag::T* row, int64_t n, float inv_t) { return avx512::row_stats<Tag>(row, n, inv_t); }
+    template <class Tag>
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static RowStats stats_chunks(const typename Tag::T* row, int64_t n, float inv_t, ChunkMass* chunks,
+                                 CandidateSink* sink = nullptr) {
+        return avx512::row_stats<Tag>(row, n, inv_t, chunks, sink);
+    }
+    template <class Tag>
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static void exp_rel_row(const typename Tag::T* row, int64_t n, float inv_t, float m, float* out) {
+        avx512::row_exp_rel<Tag>(row, n, inv_t, m, out);
+    }
     template <class Tag, class OTag>
     __attribute__((target(ARBOR_AVX512_TARGET)))
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,

@@ -14,7 +14,10 @@
 //      else over the whole row (vectorized noise; groups that cannot win skipped before their logs).
 // Every deciding value comes from sampling_math.h (see there), so the token equals the CUDA
 // kernel's; the statistics (logprob, entropy, the truncated normalizer) use the fast paths.
+#include <algorithm>
 #include <atomic>
+#include <memory>
+#include <float.h>
 #include <math.h>
 #include <vector>
 
@@ -138,8 +141,22 @@ struct SampleAvx512Isa : SampleAvx2Isa {
 
 // Largest key v with W(keys >= v) >= target (weights w, or 1 each when w is null), by MSB-first
 // radix selection over 8-bit digits; keys[0:n] and w are reordered. Same rounds and digit choice
-// (smath::radix_pick) as the CUDA kernel; exact, so the result does not depend on the order.
+// (smath::radix_pick) as the CUDA kernel; exact, so the result does not depend on the order (nor on the
+// method: a short list is sorted instead).
 static uint32_t radix_select(uint32_t* keys, int64_t* w, int64_t n, int64_t target) {
+    if (n <= 256) {  // short lists: sorted, the same value (the definition is exact), without 4 x 256-bin rounds
+        struct KW {
+            uint32_t key;
+            int64_t w;
+        };
+        KW t[256];
+        for (int64_t i = 0; i < n; ++i) t[i] = KW{keys[i], w ? w[i] : 1};
+        std::sort(t, t + n, [](const KW& a, const KW& b) { return a.key > b.key; });
+        int64_t cum = 0;
+        for (int64_t i = 0; i < n; ++i)
+            if ((cum += t[i].w) >= target) return t[i].key;
+        return n > 0 ? t[n - 1].key : 0;  // unreachable when the total weight reaches target
+    }
     int64_t above = 0;
     uint32_t prefix = 0;
     for (int shift = 24; shift >= 0; shift -= 8) {
@@ -171,12 +188,33 @@ static int64_t keep_from(float* z, int32_t* idx, int64_t m, float tau) {
     return k;
 }
 
-// Per-thread scratch for the truncated path (grown on first use, reused across rows).
+// Per-thread scratch for the truncated path and the chunked draw (grown on first use, reused across rows).
+// An uninitialized growable array: a row-sized scratch is allocated per call and mostly left untouched
+// (std::vector would zero it: page faults and a memset of the whole row per call).
+template <class T>
+struct Buf {
+    std::unique_ptr<T[]> p;
+    int64_t n = 0;
+    int64_t size() const { return n; }
+    void resize(int64_t m) {
+        if (m <= n) return;
+        p.reset(new T[m]);
+        n = m;
+    }
+    T* data() { return p.get(); }
+    T& operator[](int64_t i) { return p[i]; }
+};
+
 struct SampleScratch {
-    std::vector<float> z, e;
-    std::vector<int32_t> idx;
-    std::vector<uint32_t> keys;
-    std::vector<int64_t> w;
+    Buf<float> z, e;
+    Buf<int32_t> idx;
+    Buf<uint32_t> keys;
+    Buf<int64_t> w;
+    Buf<ChunkMass> chunks;
+    void ensure_chunks(int64_t n) {
+        const int64_t nc = (n + ARBOR_STATS_CHUNK - 1) / ARBOR_STATS_CHUNK;
+        if ((int64_t)chunks.size() < nc) chunks.resize(nc);
+    }
     void ensure(int64_t n) {
         if ((int64_t)z.size() >= n) return;
         z.resize(n);
@@ -272,6 +310,115 @@ static int64_t truncated_draw(const typename Tag::T* row, int64_t n, float inv_t
     return y;
 }
 
+// The untruncated draw (T > 0, no min-p / top-k / top-p): inverse CDF in two levels, exact in distribution.
+// The statistics pass recorded each chunk c of ARBOR_STATS_CHUNK columns as (m_c, S_c); the chunk is drawn
+// with probability w_c / sum w, w_c = S_c e^{m_c - M} (uniform u1), then the column within it with
+// probability e_j / E_c, e_j = e^{z_j - m_c} the statistics pass's own exps (uniform u2), so
+// P(j) = w_c / W * e_j / E_c = p_j up to the fp32 rounding of the exps (E_c = S_c up to summation order).
+// Beyond the statistics pass it takes one exp per chunk and re-reads one chunk (usually from cache) with
+// the statistics' exp: O(chunk) per row.
+// Sums are in double in a fixed order; a target beyond a rounded total falls to the last nonzero column.
+template <class SI, class Tag>
+static int64_t chunked_draw(const typename Tag::T* row, int64_t n, float inv_t, const ChunkMass* ch,
+                            const smath::Stream& s, SampleScratch& sc) {
+    const int64_t C = ARBOR_STATS_CHUNK, nc = (n + C - 1) / C;
+    float M = -INFINITY;
+    for (int64_t c = 0; c < nc; ++c) M = ch[c].max > M ? ch[c].max : M;
+    double u1, u2;
+    smath::draw_uniforms(s, &u1, &u2);
+    double total = 0.0;
+    for (int64_t c = 0; c < nc; ++c)
+        if (ch[c].max != -INFINITY) total += ch[c].sum * (double)smath::exp_own(smath::f_sub(ch[c].max, M));
+    const double t1 = u1 * total;
+    int64_t pick = -1;
+    double cum = 0.0;
+    for (int64_t c = 0; c < nc; ++c) {
+        if (ch[c].max == -INFINITY) continue;
+        const double w = ch[c].sum * (double)smath::exp_own(smath::f_sub(ch[c].max, M));
+        if (!(w > 0.0)) continue;
+        pick = c;
+        if (cum + w > t1) break;
+        cum += w;
+    }
+    // pick >= 0: the row is valid, so the chunk holding its max has w = S_c e^0 >= 1 (guarded all the same)
+    for (int64_t c = 0; pick < 0 && c < nc; ++c)
+        if (ch[c].max == M) pick = c;
+    const int64_t c0 = pick * C, len = n - c0 < C ? n - c0 : C;
+    sc.ensure(len);
+    float* e = sc.e.data();
+    SI::Stats::template exp_rel_row<Tag>(row + c0, len, inv_t, ch[pick].max, e);
+    // blocks of 16 columns: their sums (independent chains), then the block, then the column
+    const int64_t B = 16, nb = (len + B - 1) / B;
+    double blocks[ARBOR_STATS_CHUNK / 16];
+    double chunk_total = 0.0;
+    for (int64_t b = 0; b < nb; ++b) {
+        double t = 0.0;
+        for (int64_t j = b * B; j < (b + 1) * B && j < len; ++j) t += e[j];
+        blocks[b] = t;
+        chunk_total += t;
+    }
+    const double t2 = u2 * chunk_total;
+    int64_t y = -1;
+    cum = 0.0;
+    for (int64_t b = 0; b < nb; ++b) {
+        if (!(cum + blocks[b] > t2)) {
+            cum += blocks[b];
+            continue;
+        }
+        for (int64_t j = b * B; j < (b + 1) * B && j < len; ++j) {
+            if (!(e[j] > 0.0f)) continue;
+            y = j;
+            cum += e[j];
+            if (cum > t2) break;
+        }
+        break;
+    }
+    if (y < 0)  // t2 beyond the rounded total: the last nonzero column
+        for (int64_t j = len - 1; j >= 0 && y < 0; --j)
+            if (e[j] > 0.0f) y = j;
+    if (y < 0) y = 0;  // unreachable: the chunk's max column has e = 1
+    return c0 + y;  // y >= 0: the chunk's max column has e = 1
+}
+
+// The top-k draw (top-k cutting, with or without min-p / top-p) from the candidates the statistics pass
+// collected (z[0:m], columns idx, in column order: every kept column of the row's top k, ties included, and
+// perhaps more). The same exact selections as truncated_draw on the same integers, so the same thresholds
+// and tokens (and the CUDA kernel's); no further pass over the row unless the final list is long.
+template <class SI, class Tag>
+static int64_t topk_draw(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax,
+                         const RowParams& rp, SampleScratch& sc, int64_t m, double* lp_sampled) {
+    float* z = sc.z.data();
+    int32_t* idx = sc.idx.data();
+    if (tau != -INFINITY) m = keep_from(z, idx, m, tau);  // min-p
+    if (m > rp.k) {  // top-k cuts: the k-th largest kept value, ties kept
+        for (int64_t i = 0; i < m; ++i) sc.keys[i] = smath::order_key(z[i]);
+        tau = smath::key_value(radix_select(sc.keys.data(), nullptr, m, rp.k));
+        m = keep_from(z, idx, m, tau);
+    } else {  // the list is the kept set: its least value is the threshold (for a race over the row)
+        float least = INFINITY;  // (every listed value is >= tau already)
+        for (int64_t i = 0; i < m; ++i) least = z[i] < least ? z[i] : least;
+        if (m > 0) tau = least;
+    }
+    if (rp.p < 1.0f) {  // top-p on what top-k kept: its mass from the top reaches the target
+        SI::exp_rel(z, m, zmax, sc.e.data());
+        int64_t listed = 0;
+        for (int64_t i = 0; i < m; ++i) {
+            sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
+            sc.keys[i] = smath::order_key(z[i]);
+            listed += sc.w[i];
+        }
+        tau = smath::key_value(radix_select(sc.keys.data(), sc.w.data(), m, smath::top_p_target(rp.p, listed)));
+        m = keep_from(z, idx, m, tau);
+    }
+    const int64_t y = m * 8 >= n ? SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx
+                                 : SI::race_list(z, idx, m, rp.stream).idx;
+    SI::exp_rel(z, m, zmax, sc.e.data());
+    double s = 0.0;
+    for (int64_t i = 0; i < m; ++i) s += sc.e[i];
+    *lp_sampled = ((double)(Tag::to_f32(row[y]) * inv_t) - zmax) - log(s);
+    return y;
+}
+
 template <class SI, class Tag>
 static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vocab, int64_t row_stride,
                          int64_t vocab_limit, const SampleArgs& a, void* tokens, int token_dtype,
@@ -293,7 +440,22 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
             const RowParams rp = row_params(a, r);
             const bool greedy = rp.t == 0.0f;
             const float inv_t = greedy ? 1.0f : 1.0f / rp.t;  // greedy rows report T = 1 statistics
-            const RowStats st = SI::Stats::template stats<Tag>(row, n, inv_t);
+            // untruncated temperature sampling draws from the statistics pass's chunk masses
+            const bool untruncated =
+                    !greedy && !(rp.mp > 0.0f) && !(rp.k > 0 && rp.k < n) && !(rp.p < 1.0f);
+            // a cutting top-k collects its candidates during the statistics pass
+            const bool topk_row = !greedy && rp.k > 0 && rp.k < n;
+            CandidateSink tk;
+            if (untruncated) sc.ensure_chunks(n);
+            if (topk_row) {
+                sc.ensure(n + 16);  // the candidates never outnumber the columns (+ padding of the last vector)
+                tk = CandidateSink{-FLT_MAX, sc.z.data(), sc.idx.data(), 0,
+                                   2 * (int64_t)rp.k > 64 ? 2 * (int64_t)rp.k : 64, rp.k};
+            }
+            const RowStats st =
+                    untruncated ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, sc.chunks.data())
+                    : topk_row  ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, nullptr, &tk)
+                                : SI::Stats::template stats<Tag>(row, n, inv_t);
             if (!st.valid) {  // NaN, +inf (possibly from dividing by T) or nothing finite
                 write_token(tokens, token_dtype, r, -1);
                 if (logprob_sampled) logprob_sampled[r] = NAN;
@@ -311,10 +473,11 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
             } else {
                 float tau = -INFINITY;
                 if (rp.mp > 0.0f) tau = smath::f_add(zmax, smath::log_own(rp.mp));
-                const bool topk = rp.k > 0 && rp.k < n, topp = rp.p < 1.0f;
-                if (!(rp.mp > 0.0f) && !topk && !topp) {
-                    y = SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx;
+                if (untruncated) {
+                    y = chunked_draw<SI, Tag>(row, n, inv_t, sc.chunks.data(), rp.stream, sc);
                     lp_sampled = NAN;
+                } else if (topk_row) {
+                    y = topk_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, tk.m, &lp_sampled);
                 } else {
                     y = truncated_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, &lp_sampled);
                 }
@@ -381,6 +544,12 @@ static uint32_t sample_bits(uint64_t seed, uint64_t key, uint64_t step, int64_t 
 
 extern "C" float arbor_sample_uniform(uint64_t seed, uint64_t key, uint64_t step, int64_t column) {
     return arbor::smath::uniform_of(sample_bits(seed, key, step, column));
+}
+
+extern "C" double arbor_sample_draw_uniform(uint64_t seed, uint64_t key, uint64_t step, int which) {
+    double u1, u2;
+    arbor::smath::draw_uniforms(arbor::smath::make_stream(seed, key, step), &u1, &u2);
+    return which == 0 ? u1 : u2;
 }
 
 extern "C" float arbor_sample_gumbel(uint64_t seed, uint64_t key, uint64_t step, int64_t column) {

@@ -175,6 +175,16 @@ ARBOR_SM void stream_block(const Stream& s, uint32_t block, uint32_t out[4]) {
 // [2^-24, 1 - 2^-24], so neither log below sees 0 or 1.
 ARBOR_SM float uniform_of(uint32_t bits) { return f_mul(i2f((int32_t)(((bits >> 9) << 1) | 1u)), 5.9604644775390625e-8f); }
 
+// The two uniforms of the untruncated (chunked inverse-CDF) draw: the row's Philox block with counter
+// word c0 = 0xffffffff, which no column uses (columns use c0 < 2^29), as two 53-bit doubles in (0, 1):
+// u = (a 2^26 + b + 1/2) 2^-53 with a the top 27 bits of one word and b the top 26 of the next.
+ARBOR_SM void draw_uniforms(const Stream& s, double* u1, double* u2) {
+    uint32_t w[4];
+    stream_block(s, 0xffffffffu, w);
+    *u1 = ((double)(w[0] >> 5) * 67108864.0 + (double)(w[1] >> 6) + 0.5) * 1.1102230246251565e-16;
+    *u2 = ((double)(w[2] >> 5) * 67108864.0 + (double)(w[3] >> 6) + 0.5) * 1.1102230246251565e-16;
+}
+
 // ---- log and exp (Cephes logf / expf structure, explicit operations) ------------------------------
 
 // Natural log of a finite x > 0. x = 2^e m with m in [sqrt(1/2), sqrt(2)); log(1 + f) by a

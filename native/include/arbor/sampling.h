@@ -79,6 +79,9 @@ void arbor_philox4x32_10(const uint32_t* ctr, const uint32_t* key, uint32_t* out
  * its Gumbel noise G = -log(-log u) exactly as the kernels compute it (fp32). */
 float arbor_sample_uniform(uint64_t seed, uint64_t key, uint64_t step, int64_t column);
 float arbor_sample_gumbel(uint64_t seed, uint64_t key, uint64_t step, int64_t column);
+/* The two uniforms in (0, 1) (53 bits each) of an untruncated row's draw (T > 0, no min-p / top-k / top-p):
+ * which = 0 picks the column chunk by its mass, which = 1 the column within it (docs/sampling.md). */
+double arbor_sample_draw_uniform(uint64_t seed, uint64_t key, uint64_t step, int which);
 /* Test hooks: the same values through the CPU kernels' dispatched (AVX2 or scalar) row code, which
  * must equal the functions above bit for bit: gumbel[j] = G of columns [0, columns) of the stream,
  * and out[i] = e^{d[i]} (d <= 0) as the top-p masses use it. */

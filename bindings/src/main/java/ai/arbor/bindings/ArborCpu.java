@@ -285,6 +285,9 @@ public final class ArborCpu {
     public static native float arbor_sample_gumbel(@Cast("uint64_t") long seed, @Cast("uint64_t") long key,
             @Cast("uint64_t") long step, long column);
 
+    public static native double arbor_sample_draw_uniform(@Cast("uint64_t") long seed, @Cast("uint64_t") long key,
+            @Cast("uint64_t") long step, int which);
+
     public static native void arbor_cpu_sample_noise(@Cast("uint64_t") long seed, @Cast("uint64_t") long key,
             @Cast("uint64_t") long step, long columns, float[] gumbel);
 

@@ -291,6 +291,16 @@ public final class Sampler {
         return ArborCpu.arbor_sample_gumbel(seed, key, step, column);
     }
 
+    /**
+     * The uniforms u ∈ (0, 1) of an untruncated row's draw (temperature &gt; 0, no min-p / top-k / top-p):
+     * {@code which} 0 picks the chunk of columns by its mass, 1 the column within it (docs/sampling.md).
+     */
+    public static double drawUniform(long seed, long key, long step, int which) {
+        checkStep("step", step);
+        if (which != 0 && which != 1) throw new IllegalArgumentException("which must be 0 or 1, got " + which);
+        return ArborCpu.arbor_sample_draw_uniform(seed, key, step, which);
+    }
+
     // ---------------------------------------------------------------------------------------------
 
     static void checkStep(String name, long step) {

@@ -61,13 +61,39 @@ import java.util.Locale;
  * @param oversample            DAPO dynamic sampling (docs/algorithms.md §3): roll out this many times the step's
  *                              prompts and train on the first informative (non-degenerate) groups up to the step's
  *                              prompt count; 1 = off (TAO-RL's release: 3)
+ * @param refill                what dynamic sampling does when its one over-sampled round holds fewer informative groups
+ *                              than the step's prompts ({@link Refill}; TAO-RL's release: {@link Refill#REPLICATE})
  * @param agent                 the recipe's agent-loop options over the task's limits ({@link #agentConfig}: e.g.
  *                              Tree-GRPO's invalid-action reply and final turn without tools, CoRT's limit notice and
  *                              last round without tool stops); {@link Agent#TASK} leaves the task's loop as it is
  */
 public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimator estimator, TokenShaping shaping,
                      List<TrajectoryFilter> filters, PolicyLossConfig loss, Rewards reward, int trajectoriesPerPrompt,
-                     int miniBatches, SamplingParams sampling, int keepPerPrompt, int oversample, Agent agent) {
+                     int miniBatches, SamplingParams sampling, int keepPerPrompt, int oversample, Refill refill, Agent agent) {
+
+    /**
+     * What DAPO dynamic sampling does when its one over-sampled round ({@link #oversample}× the step's prompts) holds
+     * fewer informative groups than the step's prompt count (docs/algorithms.md §3, §6).
+     */
+    public enum Refill {
+        /**
+         * Repeat the informative groups, each copy a group of its own, until the batch holds the step's prompt count (⌈target / kept⌉
+         * copies in offer order, cut to the target): TAO-RL's release ({@code tao_rl_ray_trainer.py}, {@code
+         * repeat_with_uid_suffix}), which keeps the batch size, and so the optimizer steps' sizes, constant. No
+         * informative group: nothing is trained (the release skips the batch).
+         */
+        REPLICATE,
+        /** Train on the informative groups there are: a smaller batch (DAPO's verl recipe rolls out further rounds instead; not implemented). */
+        SHRINK
+    }
+
+    /** A recipe whose dynamic sampling, if any, refills as TAO-RL's release does ({@link Refill#REPLICATE}). */
+    public Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimator estimator, TokenShaping shaping, List<TrajectoryFilter> filters,
+                  PolicyLossConfig loss, Rewards reward, int trajectoriesPerPrompt, int miniBatches, SamplingParams sampling, int keepPerPrompt,
+                  int oversample, Agent agent) {
+        this(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt, oversample,
+                Refill.REPLICATE, agent);
+    }
 
     /** What a recipe trains with. */
     public enum Kind {
@@ -114,6 +140,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     public Recipe {
         if (name == null || name.isBlank()) throw new IllegalArgumentException("a recipe needs a name, got '" + name + "'");
         if (agent == null) agent = Agent.TASK;
+        if (refill == null) throw new IllegalArgumentException(name + ": refill must not be null (Refill.REPLICATE is TAO-RL's release)");
         if (kind == null || estimator == null || shaping == null || loss == null || reward == null || sampling == null)
             throw new IllegalArgumentException(name + ": kind, estimator, shaping, loss, reward and sampling are required");
         if (kind != Kind.SUPERVISED && rollouts == null) throw new IllegalArgumentException(name + " samples: rollouts are required");
@@ -240,7 +267,8 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     /**
      * TAO-RL as released (WhyNot22222/TAO-RL; docs/algorithms.md §3, §6): n = 16 chains, the 1/0 outcome reward (no
      * tool-call term, no overlong shaping), overlong responses filtered, void-turn masking, degenerate groups
-     * (std &lt; 1e-3 of the 1/0 reward, i.e. of correctness) dropped and refilled by over-sampling the prompts ×3
+     * (std &lt; 1e-3 of the 1/0 reward, i.e. of correctness) dropped and refilled by over-sampling the prompts ×3 once,
+     * a short batch filled by repeating its informative groups ({@link Refill#REPLICATE})
      * (DAPO dynamic sampling), GRPO, {@link #TAO_RL_LOSS}, 2 mini-batches. The release script leaves the paper's
      * tool-aware filter and post-tool shaping off: {@link #TAO_RL_PAPER}.
      */
@@ -327,39 +355,45 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     /** This recipe with n trajectories per prompt ({@code n <= 0}: unchanged). */
     public Recipe withTrajectoriesPerPrompt(int n) {
         return n <= 0 || n == trajectoriesPerPrompt ? this
-                : new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, n, miniBatches, sampling, keepPerPrompt, oversample, agent);
+                : new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, n, miniBatches, sampling, keepPerPrompt, oversample, refill, agent);
     }
 
     /** This recipe with {@code m} mini-batches per pass. */
     public Recipe withMiniBatches(int m) {
         return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, m, sampling, keepPerPrompt,
-                oversample, agent);
+                oversample, refill, agent);
     }
 
     /** This recipe over-sampling prompts {@code k}× for dynamic sampling (1 = off). */
     public Recipe withOversample(int k) {
-        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt, k, agent);
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt, k, refill, agent);
+    }
+
+    /** This recipe refilling a short dynamic-sampling batch by {@code r} ({@link Refill}). */
+    public Recipe withRefill(Refill r) {
+        return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt,
+                oversample, r, agent);
     }
 
     /** This recipe with {@code loss} (its temperature is set to the sampler's). */
     public Recipe withLoss(PolicyLossConfig l) {
         if (l == null) throw new IllegalArgumentException(name + ": loss must not be null");
         return new Recipe(name, kind, rollouts, estimator, shaping, filters, l, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt,
-                oversample, agent);
+                oversample, refill, agent);
     }
 
     /** This recipe with the sequence-advantage estimator {@code e} (GRPO, Dr.GRPO, RLOO, REINFORCE++ baseline, ...). */
     public Recipe withEstimator(AdvantageEstimator e) {
         if (e == null) throw new IllegalArgumentException(name + ": estimator must not be null");
         return new Recipe(name, kind, rollouts, e, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt,
-                oversample, agent);
+                oversample, refill, agent);
     }
 
     /** This recipe with the agent-loop options {@code a} ({@link Agent#TASK}: the task's loop as it is). */
     public Recipe withAgent(Agent a) {
         if (a == null) throw new IllegalArgumentException(name + ": agent must not be null (Agent.TASK leaves the task's loop)");
         return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt,
-                oversample, a);
+                oversample, refill, a);
     }
 
     /**
@@ -377,7 +411,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     public Recipe withSampling(SamplingParams s) {
         if (s == null) throw new IllegalArgumentException(name + ": sampling must not be null");
         return new Recipe(name, kind, rollouts, estimator, shaping, filters, loss, reward, trajectoriesPerPrompt, miniBatches, s, keepPerPrompt,
-                oversample, agent);
+                oversample, refill, agent);
     }
 
     @Override

@@ -132,6 +132,30 @@ public final class StepPipeline {
         return out;
     }
 
+    /**
+     * TAO-RL's refill of a short dynamic-sampling batch ({@link Recipe.Refill#REPLICATE}; {@code tao_rl_ray_trainer.py}:
+     * {@code repeat_with_uid_suffix(⌈target / kept⌉)}, then {@code target} groups kept): {@code kept}'s groups, then copies
+     * of them in the same order, each copy a group of its own (a fresh group id, so its advantages are those of the
+     * original), until there are {@code targetGroups} groups. At least {@code targetGroups} groups, or none: unchanged.
+     */
+    public static List<Scored> replicateGroups(List<Scored> kept, int targetGroups) {
+        if (targetGroups < 1) throw new IllegalArgumentException("targetGroups must be >= 1, got " + targetGroups);
+        java.util.LinkedHashMap<Integer, List<Scored>> groups = new java.util.LinkedHashMap<>();
+        for (Scored s : kept) groups.computeIfAbsent(s.group(), g -> new ArrayList<>()).add(s);
+        if (groups.isEmpty() || groups.size() >= targetGroups) return kept;
+        int next = groups.keySet().stream().mapToInt(Integer::intValue).max().getAsInt() + 1;
+        List<Scored> out = new ArrayList<>(kept);
+        int have = groups.size();
+        while (have < targetGroups)
+            for (List<Scored> g : groups.values()) {
+                if (have == targetGroups) break;
+                int id = next++;
+                for (Scored s : g) out.add(new Scored(s.problem(), id, s.trajectory(), s.reward(), s.correct(), s.infrastructureFailure()));
+                have++;
+            }
+        return out;
+    }
+
     /** The indices of the trajectories without an infrastructure failure (docs/algorithms.md §3). */
     static int[] live(List<Scored> scored) {
         return java.util.stream.IntStream.range(0, scored.size()).filter(i -> !scored.get(i).infrastructureFailure()).toArray();

@@ -36,12 +36,24 @@ public final class Evaluator {
      * @param toolCalls       tool calls per answer
      * @param toolFailureRate failed calls / calls
      * @param responseTokens  mean response length (generated + observation tokens)
+     * @param generatedTokens mean tokens the policy generated per answer (observations left out)
      * @param answers         answers graded
      * @param seconds         wall time
      * @param examples        the first few responses (problem id, correct, text), for reports
      */
     public record Result(String decoding, double accuracy, double toolUse, double toolCalls, double toolFailureRate, double responseTokens,
-                         int answers, double seconds, List<String> examples) {
+                         double generatedTokens, int answers, double seconds, List<String> examples) {
+
+        /** Generated tokens per correct answer (CoRT's efficiency measure): all generated tokens / correct answers; ∞ with none correct. */
+        public double generatedTokensPerCorrect() {
+            return accuracy > 0 ? generatedTokens / accuracy : Double.POSITIVE_INFINITY;
+        }
+
+        /** {@link #generatedTokensPerCorrect()} to one decimal, "–" with no correct answer. */
+        public String generatedTokensPerCorrectText() {
+            return accuracy > 0 ? String.format(Locale.ROOT, "%.1f", generatedTokensPerCorrect()) : "–";
+        }
+
         public Map<String, Object> metrics(String prefix) {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put(prefix + "accuracy", accuracy);
@@ -49,6 +61,8 @@ public final class Evaluator {
             m.put(prefix + "tool_calls", toolCalls);
             m.put(prefix + "tool_failure_rate", toolFailureRate);
             m.put(prefix + "response_tokens", responseTokens);
+            m.put(prefix + "generated_tokens", generatedTokens);
+            if (accuracy > 0) m.put(prefix + "generated_tokens_per_correct", generatedTokensPerCorrect());
             m.put(prefix + "answers", answers);
             return m;
         }
@@ -76,7 +90,7 @@ public final class Evaluator {
             batch = engine.run(prompts, new ChainRollout(k), seed);
         }
         int answers = 0, correct = 0, withTool = 0;
-        long calls = 0, failed = 0, length = 0;
+        long calls = 0, failed = 0, length = 0, generated = 0;
         List<String> examples = new ArrayList<>();
         for (int g = 0; g < batch.groups().size(); g++) {
             Problem p = problems.get(g);
@@ -89,11 +103,12 @@ public final class Evaluator {
                 calls += t.toolCalls().size();
                 for (ToolCallRecord c : t.toolCalls()) if (c.status().failed()) failed++;
                 length += t.length();
+                generated += t.generatedTokens();
                 if (examples.size() < 6) examples.add(p.id() + (ok ? " [correct] " : " [wrong] ") + task.promptText(p).strip() + " -> " + text);
             }
         }
         String decoding = sampling.isGreedy() ? "greedy" : String.format(Locale.ROOT, "τ=%.2g, %d samples", temperature, k);
         return new Result(decoding, (double) correct / answers, (double) withTool / answers, (double) calls / answers,
-                calls == 0 ? 0 : (double) failed / calls, (double) length / answers, answers, (System.nanoTime() - t0) / 1e9, List.copyOf(examples));
+                calls == 0 ? 0 : (double) failed / calls, (double) length / answers, (double) generated / answers, answers, (System.nanoTime() - t0) / 1e9, List.copyOf(examples));
     }
 }

@@ -83,6 +83,14 @@ public interface TrainingTask extends AutoCloseable {
             "(?s)\\A(?:[^<]*<(python|search)>[^<]+</\\1> <result>\\n.*?\\n</result>)*[^<]*(?:<answer>[^<]+</answer>|\\\\boxed\\{[^}]+\\})\\s*\\z")
             .asPredicate();
 
+    /**
+     * {@code task} without its tool (CoRT's efficiency baseline, {@code --no-tools}; {@link ToolFreeTraining}): in-head
+     * demonstrations only, one generation without tool-call stops, no call executed.
+     */
+    static TrainingTask withoutTools(TrainingTask task) {
+        return new ToolFreeTraining(task);
+    }
+
     /** Releases the tools. */
     @Override
     void close();

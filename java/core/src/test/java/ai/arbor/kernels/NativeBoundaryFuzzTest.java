@@ -70,6 +70,7 @@ class NativeBoundaryFuzzTest {
         entries.put("Sampler.sample(Batch,Outputs,long)", this::sampleMem);
         entries.put("Sampler.uniform(long,long,long,long)", r -> noise(r, false));
         entries.put("Sampler.gumbel(long,long,long,long)", r -> noise(r, true));
+        entries.put("Sampler.drawUniform(long,long,long,int)", this::drawUniform);
         entries.put("TokenAdvantages.compute(float[],int[],boolean[],float[],boolean[],TokenShaping)", r -> advArrays(r, 0));
         entries.put("TokenAdvantages.computeInto(float[],int[],boolean[],float[],boolean[],TokenShaping,float[])", r -> advArrays(r, 1));
         entries.put("TokenAdvantages.computePadded(float[],int,boolean[],float[],boolean[],TokenShaping)", r -> advArrays(r, 2));
@@ -1021,6 +1022,27 @@ class NativeBoundaryFuzzTest {
             });
             h.check(e, "u in (0, 1)", v[0] > 0 && v[0] < 1);
             h.close(e, "gumbel = -log(-log u)", -Math.log(-Math.log(v[0])), v[1], 1e-4 * (1 + Math.abs(v[1])));
+        }
+    }
+
+    void drawUniform(Random r) {
+        String e = "Sampler.drawUniform";
+        long seed = r.nextLong(), key = r.nextLong(), step = r.nextInt(1 << 30);
+        int k = r.nextInt(3);
+        if (k == 0) {
+            long bad = new long[] {-1, Sampler.MAX_STEP + 1, Long.MIN_VALUE}[r.nextInt(3)];
+            h.mustThrow(e, "step", ARG, () -> Sampler.drawUniform(seed, key, bad, 0), "step must be in [0, 2^32), got " + bad);
+        } else if (k == 1) {
+            int bad = new int[] {-1, 2, Integer.MIN_VALUE, Integer.MAX_VALUE}[r.nextInt(4)];
+            h.mustThrow(e, "which", ARG, () -> Sampler.drawUniform(seed, key, step, bad), "which must be 0 or 1, got " + bad);
+        } else {
+            double[] u = new double[2];
+            h.legal(e, "valid", () -> {
+                u[0] = Sampler.drawUniform(seed, key, step, 0);
+                u[1] = Sampler.drawUniform(seed, key, step, 1);
+            });
+            h.check(e, "u in (0, 1)", u[0] > 0 && u[0] < 1 && u[1] > 0 && u[1] < 1);
+            h.check(e, "two different uniforms", u[0] != u[1]);
         }
     }
 

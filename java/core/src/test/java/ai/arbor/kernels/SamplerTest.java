@@ -31,7 +31,9 @@ import org.junit.jupiter.params.provider.MethodSource;
  * wrong distribution: a relative error δ in a token of probability q shifts the statistic by about
  * N·q·δ², so e.g. δ = 5% on q = 0.1 (statistic +25 against a critical value ≈ 20–30) is caught, and
  * bugs that break the Gumbel-max argument (noise reused across columns, wrong truncation, wrong
- * temperature) fail by orders of magnitude.
+ * temperature) fail by orders of magnitude. Untruncated rows larger than one chunk of columns (2048) are
+ * checked the same way on a 5000-column row ({@code multiChunkFrequenciesMatchTheExactDistribution}), binned
+ * by runs of 100 columns, so a wrong chunk mass fails.
  */
 class SamplerTest {
 
@@ -194,6 +196,65 @@ class SamplerTest {
     }
 
     /**
+     * Untruncated draws from a row of 5000 columns (three chunks: one holds a single finite column, one
+     * starts with a run of −inf), 200,000 draws binned by runs of 100 columns, against the exact
+     * probabilities (chi-square at α = 0.001, fixed seed). A wrong chunk mass moves whole bins.
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"F32", "BF16"})
+    void multiChunkFrequenciesMatchTheExactDistribution(DType dtype) {
+        final int draws = 200_000, batch = 2_000, v = 5000, width = 100;
+        final long seed = 20_251_202L + dtype.ordinal();
+        System.out.println("multiChunkFrequenciesMatchTheExactDistribution " + dtype + " seed=" + seed);
+        Random rnd = new Random(seed);
+        float[] row = new float[v];
+        for (int j = 0; j < v; j++) row[j] = asSeen((float) (rnd.nextGaussian() * 1.5), dtype);
+        for (int j = 2048; j < 4096; j++) row[j] = Float.NEGATIVE_INFINITY;
+        row[3000] = asSeen(3.5f, dtype);  // the second chunk's only mass
+        for (int j = 4096; j < 4400; j++) row[j] = Float.NEGATIVE_INFINITY;
+        SamplingParams params = SamplingParams.temperature(0.9f);
+        double[] q = refProbs(row, 1, v, v, params)[0];
+        int bins = v / width;
+        double[] expected = new double[bins];
+        for (int j = 0; j < v; j++) expected[j / width] += q[j];
+        long[] count = new long[bins];
+        float[] x = new float[batch * v];
+        for (int r = 0; r < batch; r++) System.arraycopy(row, 0, x, r * v, v);
+        LogitsView view = new LogitsView(MemRef.of(Logits.direct(x, dtype)), dtype, batch, v, v, v);
+        ByteBuffer keys = Logits.direct(new long[batch]), steps = Logits.direct(new long[batch]),
+                tok = Logits.direct(new int[batch]);
+        keys.order(java.nio.ByteOrder.nativeOrder());
+        steps.order(java.nio.ByteOrder.nativeOrder());
+        tok.order(java.nio.ByteOrder.nativeOrder());
+        for (int b0 = 0; b0 < draws; b0 += batch) {
+            for (int r = 0; r < batch; r++) {
+                keys.putLong(8 * r, b0 + r);
+                steps.putLong(8 * r, (b0 + r) % 7);
+            }
+            Sampler.sample(Sampler.Batch.of(view, params, seed, 0).withKeys(MemRef.of(keys)).withSteps(MemRef.of(steps)),
+                    new Sampler.Outputs(MemRef.of(tok), DType.I32, null, null, null), 0);
+            for (int r = 0; r < batch; r++) {
+                int y = tok.getInt(4 * r);
+                assertTrue(y >= 0 && y < v && q[y] > 0, "token " + y + " has q = 0 but was drawn");
+                count[y / width]++;
+            }
+        }
+        double stat = 0;
+        int support = 0;
+        for (int b = 0; b < bins; b++) {
+            if (expected[b] == 0) continue;
+            support++;
+            double e = draws * expected[b];
+            stat += (count[b] - e) * (count[b] - e) / e;
+        }
+        double p = chiSquareSurvival(stat, support - 1);
+        System.out.printf("  chi-square multi-chunk %s df=%d stat=%.2f p=%.3f (bin 30 = column 3000: %d, expected %.1f)%n",
+                dtype, support - 1, stat, p, count[30], draws * expected[30]);
+        assertTrue(p > 1e-3, "chi-square " + stat + " with " + (support - 1) + " df, p = " + p + "; counts "
+                + Arrays.toString(count));
+    }
+
+    /**
      * Every draw lies in the truncated set, checked against definitions written out here (not the
      * reference): top-k — fewer than k tokens have a strictly larger logit; top-p — the renormalized mass
      * strictly above the token (among what top-k and min-p kept) is below p; min-p — p_y ≥ min_p·p_max.
@@ -257,23 +318,24 @@ class SamplerTest {
     }
 
     /**
-     * The drawn token is argmax over the exact support of z_j + G_j, with G_j from the documented
+     * A truncated row's token is argmax over the exact support of z_j + G_j, with G_j from the documented
      * stream (Sampler.gumbel = Philox of (seed, key, step, column)) — recomputed here in double. Rows whose
      * best two keys are within 1e-4 are skipped (fp32 key rounding may order them either way). Covers
-     * both of the kernel's race paths: short kept lists and whole rows.
+     * both of the kernel's race paths: short kept lists and whole rows. (Untruncated rows draw by the
+     * chunked inverse CDF: {@link #untruncatedTokenIsTheChunkedInverseCdfOfTheDocumentedUniforms}.)
      */
     @Test
     void tokenIsTheGumbelMaxOfTheDocumentedNoise() {
         long seed = Logits.seed();
         System.out.println("tokenIsTheGumbelMaxOfTheDocumentedNoise seed=" + seed);
         Random rnd = new Random(seed);
-        // one per path of the CPU kernel: no truncation; top-k cutting (with and without top-p / min-p);
-        // top-p alone (short and long nucleus); top-k too large to cut, alone and with top-p; min-p alone
+        // one per truncated path of the CPU kernel: top-k cutting (with and without top-p / min-p);
+        // top-p alone (short and long nucleus); top-k too large to cut, with top-p; min-p alone
         // keeping few and many columns
         SamplingParams t1 = SamplingParams.temperature(1f);
-        SamplingParams[] ps = {t1, SamplingParams.temperature(0.7f).withTopK(10), t1.withTopK(50).withTopP(0.9f),
+        SamplingParams[] ps = {SamplingParams.temperature(0.7f).withTopK(10), t1.withTopK(50).withTopP(0.9f),
             t1.withTopK(30).withMinP(0.05f), SamplingParams.temperature(1.3f).withTopP(0.99f), t1.withTopP(0.5f),
-            t1.withTopK(5000), t1.withTopK(5000).withTopP(0.8f), t1.withMinP(0.5f), t1.withMinP(0.001f)};
+            t1.withTopK(5000).withTopP(0.8f), t1.withMinP(0.5f), t1.withMinP(0.001f)};
         int checked = 0, skipped = 0, boundary = 0;
         for (SamplingParams params : ps) {
             int rows = 30, vocab = 2053, limit = 2049;
@@ -314,6 +376,154 @@ class SamplerTest {
         System.out.println("  checked " + checked + " rows, skipped " + skipped + " near-ties and " + boundary
                 + " rows at a truncation boundary");
         assertTrue(checked > 200);
+    }
+
+    /**
+     * Top-k over rows of many chunks, where the kernel collects its candidates during the statistics pass and
+     * raises their threshold several times (k up to 700 of 20000 columns; coarse logits with many ties at the
+     * k-th value): the token is still argmax of z_j + G_j over the exact kept set (double reference), on
+     * every CPU path.
+     */
+    @Test
+    void topKOverManyChunksIsTheGumbelMaxOfTheExactSet() {
+        long seed = Logits.seed();
+        System.out.println("topKOverManyChunksIsTheGumbelMaxOfTheExactSet seed=" + seed);
+        Random rnd = new Random(seed);
+        SamplingParams t1 = SamplingParams.temperature(1f);
+        SamplingParams[] ps = {t1.withTopK(50), t1.withTopK(50).withTopP(0.9f), SamplingParams.temperature(0.8f).withTopK(700).withTopP(0.95f),
+            t1.withTopK(3).withMinP(0.2f)};
+        int checked = 0, skipped = 0;
+        int rows = 8, vocab = 20000;
+        for (String isa : Kernels.cpuIsas()) {
+            Kernels.forceCpuIsa(isa);
+            for (SamplingParams params : ps) {
+                float[] x = Logits.random(rnd, rows, vocab, vocab, vocab, false);
+                for (int j = 0; j < x.length / 2; j++) x[j] = Math.round(x[j] * 4) / 4f;  // ties (first half of the rows)
+                long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
+                for (int r = 0; r < rows; r++) steps[r] = rnd.nextInt() & 0xffffffffL;
+                long s = rnd.nextLong();
+                SampleResult res = Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null);
+                double[][] q = refProbs(x, rows, vocab, vocab, params);
+                float invT = 1f / params.temperature();
+                for (int r = 0; r < rows; r++) {
+                    if (!topPBoundaryIsClear(Arrays.copyOfRange(x, r * vocab, (r + 1) * vocab), params)) {
+                        skipped++;
+                        continue;
+                    }
+                    double best = Double.NEGATIVE_INFINITY, second = Double.NEGATIVE_INFINITY;
+                    int arg = -1;
+                    for (int j = 0; j < vocab; j++) {
+                        if (q[r][j] == 0) continue;
+                        double key = (double) (x[r * vocab + j] * invT) + Sampler.gumbel(s, keys[r], steps[r], j);
+                        if (key > best) {
+                            second = best;
+                            best = key;
+                            arg = j;
+                        } else if (key > second) second = key;
+                    }
+                    if (best - second < 1e-4 * (1 + Math.abs(best))) {
+                        skipped++;
+                        continue;
+                    }
+                    assertEquals(arg, res.tokens()[r], isa + " " + params + " row " + r);
+                    double zy = x[r * vocab + arg] * invT;
+                    assertEquals(Math.log(q[r][arg]), res.logprobSampled()[r], 2e-5 * (1 + Math.log(vocab)) + 1e-6 * Math.abs(zy),
+                            isa + " " + params + " row " + r + ": logprobSampled");
+                    checked++;
+                }
+            }
+        }
+        Kernels.forceCpuIsa(null);
+        System.out.println("  checked " + checked + " rows, skipped " + skipped);
+        assertTrue(checked > 60, "only " + checked + " rows checked");
+    }
+
+    /**
+     * An untruncated row's token (T &gt; 0, no min-p / top-k / top-p) is the documented two-level inverse CDF,
+     * recomputed here in double from z_j = fl(x_j·fl(1/T)) and the row's two uniforms
+     * ({@link Sampler#drawUniform}): the chunk c of 2048 columns at which u1·Σ_j e^{z_j − M} falls in the
+     * cumulative chunk masses, then the column of c at which u2·Σ_{j∈c} e^{z_j − m_c} falls in the cumulative
+     * masses. Rows whose targets lie within 2e-6 (relative) of a cumulative boundary are skipped (the kernel's
+     * fp32 exps and sums may place them on either side). Every CPU path.
+     */
+    @Test
+    void untruncatedTokenIsTheChunkedInverseCdfOfTheDocumentedUniforms() {
+        long seed = Logits.seed();
+        System.out.println("untruncatedTokenIsTheChunkedInverseCdfOfTheDocumentedUniforms seed=" + seed);
+        Random rnd = new Random(seed);
+        int checked = 0, boundary = 0;
+        for (String isa : Kernels.cpuIsas()) {
+            Kernels.forceCpuIsa(isa);
+            // (a top-k at least the vocabulary cuts nothing: untruncated too)
+            for (SamplingParams params : new SamplingParams[] {SamplingParams.temperature(1f), SamplingParams.temperature(0.6f),
+                SamplingParams.temperature(2.5f).withTopK(1 << 20)}) {
+                float t = params.temperature();
+                int rows = 40, vocab = 9001, limit = 8999;  // five chunks, the last one short
+                float[] x = Logits.random(rnd, rows, vocab, vocab, limit, true);
+                for (int j = 2048; j < 4096; j++) x[3 * vocab + j] = Float.NEGATIVE_INFINITY;  // a chunk with no mass
+                x[3 * vocab + 4500] = 1f;  // (the row may have been a point mass inside that chunk)
+                long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
+                for (int r = 0; r < rows; r++) steps[r] = rnd.nextInt() & 0xffffffffL;
+                long s = rnd.nextLong();
+                SampleResult res = Sampler.sample(x, rows, vocab, limit, params, s, keys, steps, null);
+                for (int r = 0; r < rows; r++) {
+                    int ref = chunkedDrawReference(x, r * vocab, limit, t, Sampler.drawUniform(s, keys[r], steps[r], 0),
+                            Sampler.drawUniform(s, keys[r], steps[r], 1));
+                    if (ref < 0) {
+                        boundary++;
+                        continue;
+                    }
+                    assertEquals(ref, res.tokens()[r], isa + " T=" + t + " row " + r);
+                    assertEquals(res.logprob()[r], res.logprobSampled()[r], isa + " row " + r + ": q = p");
+                    checked++;
+                }
+            }
+        }
+        Kernels.forceCpuIsa(null);
+        System.out.println("  checked " + checked + " rows, skipped " + boundary + " at a cumulative boundary");
+        assertTrue(boundary < checked / 50, boundary + " rows at a boundary");
+    }
+
+    /** The double reference of the untruncated draw; -1 where a target lies within 2e-6 of a boundary. */
+    static int chunkedDrawReference(float[] x, int off, int limit, float t, double u1, double u2) {
+        final int chunk = 2048;
+        float invT = 1f / t;
+        double[] z = new double[limit];
+        double zmax = Double.NEGATIVE_INFINITY;
+        for (int j = 0; j < limit; j++) zmax = Math.max(zmax, z[j] = x[off + j] * invT);
+        int nc = (limit + chunk - 1) / chunk;
+        double[] w = new double[nc], m = new double[nc];
+        double total = 0;
+        for (int c = 0; c < nc; c++) {
+            m[c] = Double.NEGATIVE_INFINITY;
+            for (int j = c * chunk; j < Math.min(limit, (c + 1) * chunk); j++) {
+                m[c] = Math.max(m[c], z[j]);
+                w[c] += Math.exp(z[j] - zmax);
+            }
+            total += w[c];
+        }
+        int c = pickCumulative(w, 0, nc, u1 * total, total);
+        if (c < 0) return -1;
+        int lo = c * chunk, hi = Math.min(limit, (c + 1) * chunk);
+        double[] e = new double[limit];
+        double chunkTotal = 0;
+        for (int j = lo; j < hi; j++) chunkTotal += e[j] = Math.exp(z[j] - m[c]);
+        return pickCumulative(e, lo, hi, u2 * chunkTotal, chunkTotal);
+    }
+
+    /**
+     * The first i in [lo, hi) with w[lo] + … + w[i] &gt; target; -1 when target is within 2e-6·total of either end
+     * of that column's interval (the kernel's fp32 sums may put it on the other side).
+     */
+    static int pickCumulative(double[] w, int lo, int hi, double target, double total) {
+        double cum = 0;
+        for (int i = lo; i < hi; i++) {
+            if (w[i] == 0) continue;
+            if (cum + w[i] > target)
+                return Math.abs(cum - target) < 2e-6 * total || Math.abs(cum + w[i] - target) < 2e-6 * total ? -1 : i;
+            cum += w[i];
+        }
+        return -1;
     }
 
     @Test
@@ -629,7 +839,9 @@ class SamplerTest {
         Random rnd = new Random(seed);
         int rows = 64, vocab = 32000;
         float[] x = Logits.random(rnd, rows, vocab, vocab, vocab, true);
-        for (SamplingParams p : new SamplingParams[] {SamplingParams.temperature(1f), new SamplingParams(0.8f, 50, 0.9f, 0.02f),
+        // (untruncated rows draw by the chunked inverse CDF on the CPU and by the Gumbel race on CUDA: the same
+        // distribution, not the same tokens — docs/sampling.md; truncated and greedy rows must agree exactly)
+        for (SamplingParams p : new SamplingParams[] {new SamplingParams(0.8f, 50, 0.9f, 0.02f), SamplingParams.temperature(1f).withTopK(5000),
             SamplingParams.greedy()}) {
             SampleResult cpu = Sampler.sample(x, rows, vocab, p, 42, 7);
             try (CudaBuffer dx = CudaBuffer.of(x, 0); CudaBuffer tok = CudaBuffer.allocate(4L * rows, 0);

@@ -204,6 +204,47 @@ class StepPipelineTest {
         assertThrows(IllegalArgumentException.class, () -> StepPipeline.dynamicSample(s, 0));
     }
 
+    /**
+     * TAO-RL's release fills a short dynamic-sampling batch by repeating its informative groups, each copy a group of
+     * its own (tao_rl_ray_trainer.py: repeat_with_uid_suffix(⌈target / kept⌉), then the target's worth of groups).
+     */
+    @Test
+    void aShortDynamicSamplingBatchIsFilledWithCopiesOfItsGroups() {
+        boolean[] m = {true};
+        List<Scored> s = new java.util.ArrayList<>();
+        double[][] rewards = {{1, 1}, {1, 0}, {0, 0}, {0, 1}};
+        for (int g = 0; g < 4; g++)
+            for (int j = 0; j < 2; j++)
+                s.add(new Scored(PROBLEM, g, traj(0, new int[] {10 + g}, m, ones(1, 1f), new boolean[1], List.of(), Termination.ANSWER),
+                        rewards[g][j], rewards[g][j] > 0, false));
+        List<Scored> kept = StepPipeline.dynamicSample(s, 5);   // groups 1 and 3 are informative
+        List<Scored> full = StepPipeline.replicateGroups(kept, 5);
+        assertEquals(10, full.size(), "5 groups of 2");
+        int[] groups = full.stream().mapToInt(Scored::group).toArray();
+        assertArrayEquals(new int[] {1, 1, 3, 3, 4, 4, 5, 5, 6, 6}, groups, "originals, then copies of 1, 3, 1 under fresh ids");
+        int[] source = {2, 3, 6, 7, 2, 3, 6, 7, 2, 3};
+        for (int i = 0; i < full.size(); i++) {
+            assertTrue(full.get(i).trajectory() == s.get(source[i]).trajectory(), "copy " + i + " is trajectory " + source[i]);
+            assertEquals(s.get(source[i]).reward(), full.get(i).reward());
+            assertEquals(s.get(source[i]).correct(), full.get(i).correct());
+        }
+        // each copy is its own group: the same GRPO advantages as its original, ±0.5 / (√0.5 + 1e-6)
+        float[] adv = new StepPipeline(Recipe.TAO_RL, TOK).prepare(full).sequenceAdvantages();
+        double a = 0.5 / (Math.sqrt(0.5) + 1e-6);
+        double[] want = {a, -a, -a, a, a, -a, -a, a, a, -a};
+        for (int i = 0; i < want.length; i++) assertEquals(want[i], adv[i], 1e-6, "advantage " + i);
+        // enough groups, or none: unchanged
+        assertEquals(kept, StepPipeline.replicateGroups(kept, 2));
+        assertEquals(kept, StepPipeline.replicateGroups(kept, 1));
+        assertEquals(List.of(), StepPipeline.replicateGroups(List.of(), 4));
+        assertThrows(IllegalArgumentException.class, () -> StepPipeline.replicateGroups(kept, 0));
+        // the recipe: TAO-RL's release replicates; SHRINK is the option that trains the smaller batch
+        assertEquals(Recipe.Refill.REPLICATE, Recipe.TAO_RL.refill());
+        assertEquals(Recipe.Refill.SHRINK, Recipe.TAO_RL.withRefill(Recipe.Refill.SHRINK).refill());
+        assertEquals(Recipe.TAO_RL.oversample(), Recipe.TAO_RL.withRefill(Recipe.Refill.SHRINK).oversample());
+        assertEquals(Recipe.Refill.SHRINK, Recipe.TAO_RL.withRefill(Recipe.Refill.SHRINK).withMiniBatches(4).refill(), "kept by the other withers");
+    }
+
     @Test
     void aepoShapesEveryTokenByItsEntropy() {
         boolean[] m = {true, true};

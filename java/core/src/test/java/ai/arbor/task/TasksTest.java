@@ -2,6 +2,7 @@ package ai.arbor.task;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.math.BigInteger;
@@ -25,6 +26,58 @@ class TasksTest {
             var python = tools.tool("python");
             assertEquals("15846\n", python.call("x = 417*38\nprint(x)").text());
             assertEquals("15556\n", python.call("print(x - 290)").text());
+        }
+    }
+
+    /**
+     * {@code --no-tools}: in-head demonstrations only, one generation sampled without the tool-call stops, and a call
+     * the policy writes anyway is text (never executed, no tool session opened); the rest of the task is unchanged.
+     */
+    @Test
+    void arithWithoutToolsAnswersInItsHeadAndNeverRunsACall() {
+        ai.arbor.kernels.SamplingParams sampling = ai.arbor.kernels.SamplingParams.temperature(0.6f);
+        ai.arbor.rollout.AgentConfig withTool;
+        try (TrainingTask plain = TrainingTask.create("arith", 4, 20, 4)) {
+            withTool = plain.agentConfig(sampling);
+        }
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
+        try (TrainingTask task = TrainingTask.withoutTools(TrainingTask.create("arith", 4, 20, 4))) {
+            assertEquals(java.util.Map.of(DemoStyle.HAND, 1.0), task.demoMix());
+            Problem p = task.train().get(0);
+            assertEquals("\\boxed{" + p.answer() + "}", task.demonstration(p, DemoStyle.HAND).turn(0, ""));
+            assertThrows(IllegalArgumentException.class, () -> task.demonstration(p, DemoStyle.TOOL));
+            IllegalStateException e = assertThrows(IllegalStateException.class, () -> task.tools().open());
+            assertTrue(e.getMessage().contains("without tools"), e.getMessage());
+            ai.arbor.rollout.AgentConfig c = task.agentConfig(sampling);
+            assertEquals(1, c.maxTurns());
+            assertEquals(0, c.maxToolCalls());
+            assertTrue(c.lastTurnWithoutToolStops());
+            assertEquals(withTool.limits(), c.limits(), "the same per-turn limits and sampling");
+            assertEquals(withTool.maxResponseTokens(), c.maxResponseTokens());
+            assertEquals(sampling, c.sampling());
+            // CoRT's loop over it (the recipe's agent transform) allows no call either
+            assertEquals(0, c.cort().maxToolCalls());
+
+            var tok = ai.arbor.rollout.CharTokenizer.ascii();
+            String response = "<python>print(" + p.question() + ")</python> \\boxed{" + p.answer() + "}";
+            var gen = new ai.arbor.rollout.ScriptedGenerator(tok, (ctx, rnd) -> ai.arbor.rollout.ScriptedGenerator.Turn.of(response));
+            var loop = ai.arbor.rollout.AgentLoop.builder().generator(gen).tokenizer(tok).format(task.format()).tools(task.tools())
+                    .config(c).toolExecutor(pool).build();
+            ai.arbor.rollout.Trajectory t = loop.run(task.prompt(p, tok), 1).join();
+            assertEquals(1, gen.calls(), "one generation");
+            assertEquals(response, t.generatedText(), "not cut at the call's stop string");
+            assertEquals(0, t.toolCalls().size(), "no call executed");
+            assertFalse(t.infrastructureFailure(), "no tool session was opened");
+            // the same response with the tool: cut at the call, which runs
+            try (TrainingTask plain = TrainingTask.create("arith", 4, 20, 4)) {
+                var withLoop = ai.arbor.rollout.AgentLoop.builder().generator(gen).tokenizer(tok).format(plain.format()).tools(plain.tools())
+                        .config(plain.agentConfig(sampling)).toolExecutor(pool).build();
+                ai.arbor.rollout.Trajectory u = withLoop.run(plain.prompt(p, tok), 1).join();
+                assertFalse(u.toolCalls().isEmpty(), "the call ran");
+                assertEquals(p.answer(), u.toolCalls().get(0).output().strip());
+            }
+        } finally {
+            pool.shutdownNow();
         }
     }
 

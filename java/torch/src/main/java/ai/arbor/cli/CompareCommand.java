@@ -87,12 +87,17 @@ public final class CompareCommand implements Callable<Integer> {
             TrainingRun.Result sr = TrainingRun.run(so, new ProgressBar(System.out));
             runs.add(row("sft", seed, sr, null));
             for (Recipe recipe : rs) {
-                TrainingRun.Options o = run.options(recipe, seed, sft.resolve("policy.safetensors"), seedDir.resolve(recipe.name()));
+                TrainingRun.Options o = equalCost(run.options(recipe, seed, sft.resolve("policy.safetensors"), seedDir.resolve(recipe.name())));
                 o = o.withEval(o.eval().withBefore(false));
-                System.out.printf(Locale.ROOT, "== seed %d: %s, %d steps × %d prompts, budget %s per prompt%n", seed, recipe.name(),
-                        o.rl().steps(), o.rl().promptsPerStep(), o.rl().budget());
+                System.out.printf(Locale.ROOT, "== seed %d: %s, %d steps × %d prompts%s, budget %s per prompt%n", seed, recipe.name(),
+                        o.rl().steps(), o.rl().promptsPerStep(), o.recipe().oversample() > 1
+                                ? " (" + rolledOutPrompts(o) + " rolled out: over-sampling ×" + o.recipe().oversample() + ")" : "",
+                        o.rl().budget());
                 TrainingRun.Result r = TrainingRun.run(o, new ProgressBar(System.out));
-                runs.add(row(recipe.name(), seed, r, r.metrics()));
+                Map<String, Object> row = row(recipe.name(), seed, r, r.metrics());
+                if (row.get("gen_tokens") instanceof Number g)
+                    row.put("gen_tokens_per_prompt", g.doubleValue() / ((double) o.rl().steps() * rolledOutPrompts(o)));
+                runs.add(row);
             }
         }
         double minutes = (System.nanoTime() - t0) / 60e9;
@@ -109,6 +114,27 @@ public final class CompareCommand implements Callable<Integer> {
         System.out.print(table);
         System.out.println("Wrote " + dir.resolve("compare.md") + ", compare.json, compare.png");
         return 0;
+    }
+
+    /**
+     * The run at the same rollout cost as the others: a recipe with DAPO dynamic sampling (over-sampling ×k, tao-rl)
+     * rolls out k× its prompts per step and trains on the informative groups among them, so it gets
+     * {@code --prompts / k} target groups and rolls out {@code --prompts}, as every other recipe does, each at the
+     * per-prompt budget. {@code --prompts} must be a multiple of k.
+     */
+    static TrainingRun.Options equalCost(TrainingRun.Options o) {
+        int k = o.recipe().kind() == Recipe.Kind.POLICY_GRADIENT ? o.recipe().oversample() : 1;
+        if (k <= 1) return o;
+        int prompts = o.rl().promptsPerStep();
+        if (prompts % k != 0)
+            throw new IllegalArgumentException("--prompts " + prompts + " is not a multiple of " + o.recipe().name() + "'s over-sampling ×" + k
+                    + ": at an equal budget it trains on --prompts / " + k + " groups drawn from --prompts rolled out");
+        return o.withRl(o.rl().withPromptsPerStep(prompts / k));
+    }
+
+    /** Prompts a run rolls out per step: its prompts per step times the recipe's over-sampling. */
+    static int rolledOutPrompts(TrainingRun.Options o) {
+        return o.rl().promptsPerStep() * (o.recipe().kind() == Recipe.Kind.POLICY_GRADIENT ? o.recipe().oversample() : 1);
     }
 
     /** One run's summary: final evaluations, spent budget, the per-step curves. */
@@ -156,18 +182,20 @@ public final class CompareCommand implements Callable<Integer> {
         StringBuilder sb = new StringBuilder();
         sb.append("`").append(command).append("` (").append(String.format(Locale.ROOT, "%.0f", minutes)).append(" min)\n\n");
         sb.append("Held-out accuracy: mean ± standard deviation over seeds (n = seeds); sampled = τ-sampled answers (pass@1), greedy = greedy decoding. ")
-                .append("Spent budget: generated tokens and tool calls of all RL rollouts, mean per run.\n\n");
-        sb.append("| policy | held-out acc. (sampled) | held-out acc. (greedy) | tool use (sampled) | train acc. (last 5 steps) | generated tokens | tool calls | seconds | seeds |\n");
-        sb.append("|---|---|---|---|---|---|---|---|---|\n");
+                .append("Spent budget: generated tokens and tool calls of all RL rollouts, mean per run; tokens / prompt: per prompt rolled out ")
+                .append("(a recipe that over-samples ×k trains on --prompts / k groups of --prompts rolled out).\n\n");
+        sb.append("| policy | held-out acc. (sampled) | held-out acc. (greedy) | tool use (sampled) | train acc. (last 5 steps) | generated tokens | tokens / prompt | tool calls | seconds | seeds |\n");
+        sb.append("|---|---|---|---|---|---|---|---|---|---|\n");
         List<String> names = new ArrayList<>();
         names.add("sft");
         for (Recipe r : recipes) names.add(r.name());
         for (String name : names) {
             List<Map<String, Object>> rs = runs.stream().filter(r -> name.equals(r.get("recipe"))).toList();
             if (rs.isEmpty()) continue;
-            sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |%n", name.equals("sft") ? "SFT (start)" : name,
+            sb.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |%n", name.equals("sft") ? "SFT (start)" : name,
                     meanStd(rs, "sampled_accuracy", 3), meanStd(rs, "greedy_accuracy", 3), meanStd(rs, "sampled_tool_use", 3),
-                    meanStd(rs, "train_accuracy_last5", 3), meanStd(rs, "gen_tokens", 0), meanStd(rs, "tool_calls", 0), meanStd(rs, "seconds", 0),
+                    meanStd(rs, "train_accuracy_last5", 3), meanStd(rs, "gen_tokens", 0), meanStd(rs, "gen_tokens_per_prompt", 0),
+                    meanStd(rs, "tool_calls", 0), meanStd(rs, "seconds", 0),
                     rs.size()));
         }
         return sb.toString();

@@ -52,6 +52,12 @@ public final class EvalCommand implements Callable<Integer> {
     @Option(names = "--temperature", defaultValue = "1.0", description = "Sampling temperature (default ${DEFAULT-VALUE}).")
     double temperature;
 
+    @Option(names = "--top-p", defaultValue = "1.0", description = "Nucleus sampling, in (0, 1] (default ${DEFAULT-VALUE}: off; CoRT and Tree-GRPO train at 0.95).")
+    double topP;
+
+    @Option(names = "--no-tools", description = "The task without its tool, as `arbor train --no-tools` trained it (one generation, no call executed).")
+    boolean noTools;
+
     @Option(names = "--no-greedy", description = "Skip the greedy evaluation.")
     boolean noGreedy;
 
@@ -67,6 +73,7 @@ public final class EvalCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         if (problems < 1) throw new IllegalArgumentException("--problems must be >= 1, got " + problems);
+        if (!(topP > 0 && topP <= 1)) throw new IllegalArgumentException("--top-p must be in (0, 1] (1 = off), got " + topP);
         CpuThreads.set(threads);
         // a model directory with a tokenizer and chat template is asked in that chat format, as arbor train posed it
         ChatFormat chat = Files.isRegularFile(checkpoint.resolve("tokenizer.json")) && Files.isRegularFile(checkpoint.resolve("tokenizer_config.json"))
@@ -74,11 +81,11 @@ public final class EvalCommand implements Callable<Integer> {
         Tokenizer tok = chat != null ? chat.tokenizer() : CharTokenizer.ascii();
         List<Evaluator.Result> results = new ArrayList<>();
         // the task is generated exactly as the training run generated it (kb's knowledge base depends on both split sizes)
-        try (chat; TrainingTask t = TrainingTask.create(task, seed, trainSize, heldOutSize, chat);
+        try (chat; TrainingTask t = withTools(TrainingTask.create(task, seed, trainSize, heldOutSize, chat), !noTools);
              ReferencePolicy policy = ReferencePolicy.load(checkpoint, "auto", ScalarType.Float);
              LocalGenerator gen = new LocalGenerator(policy, tok, LocalGenerator.Options.defaults())) {
             List<Problem> set = t.heldOut().subList(0, Math.min(problems, t.heldOut().size()));
-            if (samples > 0) results.add(Evaluator.evaluate(t, tok, gen, set, SamplingParams.temperature((float) temperature), samples, seed, 2 * threads + 2));
+            if (samples > 0) results.add(Evaluator.evaluate(t, tok, gen, set, SamplingParams.temperature((float) temperature).withTopP((float) topP), samples, seed, 2 * threads + 2));
             if (!noGreedy) results.add(Evaluator.evaluate(t, tok, gen, set, SamplingParams.greedy(), 1, 0, 2 * threads + 2));
         }
         String table = table(checkpoint, task, results);
@@ -95,14 +102,19 @@ public final class EvalCommand implements Callable<Integer> {
         return 0;
     }
 
+    /** {@code t}, or {@code t} without its tool ({@link TrainingTask#withoutTools}). */
+    static TrainingTask withTools(TrainingTask t, boolean tools) {
+        return tools ? t : TrainingTask.withoutTools(t);
+    }
+
     static String table(Path checkpoint, String task, List<Evaluator.Result> results) {
         StringBuilder sb = new StringBuilder();
         sb.append("Held-out evaluation of ").append(checkpoint).append(" on ").append(task).append("\n\n");
-        sb.append("| decoding | accuracy | tool use | tool calls / answer | tool failure rate | response tokens | answers |\n");
-        sb.append("|---|---|---|---|---|---|---|\n");
+        sb.append("| decoding | accuracy | tool use | tool calls / answer | tool failure rate | response tokens | generated tokens | generated tokens / correct | answers |\n");
+        sb.append("|---|---|---|---|---|---|---|---|---|\n");
         for (Evaluator.Result r : results)
-            sb.append(String.format(Locale.ROOT, "| %s | %.3f | %.3f | %.2f | %.3f | %.1f | %d |%n", r.decoding(), r.accuracy(), r.toolUse(),
-                    r.toolCalls(), r.toolFailureRate(), r.responseTokens(), r.answers()));
+            sb.append(String.format(Locale.ROOT, "| %s | %.3f | %.3f | %.2f | %.3f | %.1f | %.1f | %s | %d |%n", r.decoding(), r.accuracy(), r.toolUse(),
+                    r.toolCalls(), r.toolFailureRate(), r.responseTokens(), r.generatedTokens(), r.generatedTokensPerCorrectText(), r.answers()));
         return sb.toString();
     }
 }

@@ -337,6 +337,10 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--threads", description = "libtorch / OpenBLAS threads (default 1: fastest for the tiny model on a small machine).")
         Integer threads;
 
+        @Option(names = "--no-tools", description = {"The task without its tool (CoRT's efficiency baseline, docs/algorithms.md §6): in-head",
+                "demonstrations only, one generation without tool-call stops, no call executed; the same SFT budget, recipe and steps."})
+        boolean noTools;
+
         /** The run these options describe for {@code recipe}, {@code seed} and {@code init} (null: an SFT cold start). */
         TrainingRun.Options options(Recipe recipe, long seed, Path init, Path out) {
             Recipe r = recipe;
@@ -361,7 +365,7 @@ public final class TrainCommand implements Callable<Integer> {
             TrainingRun.Setup setup = new TrainingRun.Setup(task, seed, or(trainSize, ds.trainSize()), ds.heldOutSize(),
                     model == null || modelDir != null ? ds.model() : parseModel(model, ds.model()), init, or(microBatchTokens, ds.microBatchTokens()),
                     or(threads, ds.threads()), out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed), modelDir,
-                    tokenizerDir(tokenizer));
+                    tokenizerDir(tokenizer), noTools);
             TrainingRun.Sft dsft = TrainingRun.Sft.defaults(task);
             TrainingRun.Sft sft = TrainingRun.Sft.of(or(sftDemos, dsft.demos()), or(sftSteps, dsft.steps()), or(sftBatch, dsft.batch()),
                     or(sftLr, dsft.optim().lr()), or(maxGradNorm, dsft.optim().maxGradNorm()));

@@ -200,8 +200,11 @@ public final class RlTrainer implements AutoCloseable {
             int target = Math.max(1, (problems.size() + k - 1) / k);
             train = StepPipeline.dynamicSample(r.scored(), target);
             int kept = (int) train.stream().mapToInt(Scored::group).distinct().count();
+            // a short batch: TAO-RL's release repeats its informative groups up to the target (Recipe.Refill)
+            if (config.recipe().refill() == Recipe.Refill.REPLICATE) train = StepPipeline.replicateGroups(train, target);
             m.put("dynamic/offered_groups", problems.size());
             m.put("dynamic/kept_groups", kept);
+            m.put("dynamic/trained_groups", (int) train.stream().mapToInt(Scored::group).distinct().count());
             m.put("dynamic/target_groups", target);
         }
         if (config.recipe().kind() == Recipe.Kind.REJECTION_SAMPLING) rftUpdate(m, train);

@@ -108,9 +108,17 @@ public final class TrainingRun {
      *                         ({@link ChatFormat}, Qwen3, thinking off) and the created model gets its vocabulary;
      *                         null: the model directory's tokenizer where it has one, else the character tokenizer and the
      *                         tag format
+     * @param noTools          the task without its tool ({@link TrainingTask#withoutTools}: in-head demonstrations only, no
+     *                         call executed; CoRT's efficiency baseline, {@code --no-tools})
      */
     public record Setup(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init, int microBatchTokens,
-                        int threads, Path out, Path modelDir, Path tokenizer) {
+                        int threads, Path out, Path modelDir, Path tokenizer, boolean noTools) {
+
+        /** A run of the task with its tools. */
+        public Setup(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init, int microBatchTokens,
+                     int threads, Path out, Path modelDir, Path tokenizer) {
+            this(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, modelDir, tokenizer, false);
+        }
 
         /** A run whose policy is created from {@code model} or loaded from {@code init}, in the character format. */
         public Setup(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init, int microBatchTokens,
@@ -132,11 +140,16 @@ public final class TrainingRun {
         }
 
         public Setup withOut(Path dir) {
-            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, dir, modelDir, tokenizer);
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, dir, modelDir, tokenizer, noTools);
         }
 
         public Setup withModelDir(Path dir) {
-            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, dir, tokenizer);
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, dir, tokenizer, noTools);
+        }
+
+        /** This run with ({@code false}) or without ({@code true}) the task's tool. */
+        public Setup withNoTools(boolean on) {
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, modelDir, tokenizer, on);
         }
 
         /**
@@ -245,6 +258,10 @@ public final class TrainingRun {
 
         public Rl withSteps(int n) {
             return new Rl(n, promptsPerStep, budget, ppoEpochs, oldLogprobs, optim, correction, fleet, packTrees);
+        }
+
+        public Rl withPromptsPerStep(int n) {
+            return new Rl(steps, n, budget, ppoEpochs, oldLogprobs, optim, correction, fleet, packTrees);
         }
     }
 
@@ -395,7 +412,7 @@ public final class TrainingRun {
         List<Evaluator.Result> before = new ArrayList<>(), after = new ArrayList<>();
         Path checkpoint = out.resolve("policy.safetensors");
         List<String> samples = new ArrayList<>();
-        try (chat; TrainingTask task = TrainingTask.create(o.setup().task(), o.setup().seed(), o.setup().trainSize(), o.setup().heldOutSize(), chat);
+        try (chat; TrainingTask task = task(o.setup(), chat);
              MetricsLog log = p.last != null ? MetricsLog.resume(metricsFile, p.last.metricsLines()) : new MetricsLog(metricsFile);
              ReferencePolicy policy = p.last != null ? ReferencePolicy.load(p.last.file(Checkpoint.POLICY), "auto", ScalarType.Float)
                      : o.setup().init() != null ? ReferencePolicy.load(o.setup().init(), "auto", ScalarType.Float)
@@ -668,6 +685,12 @@ public final class TrainingRun {
                         && Files.isRegularFile(setup.modelDir().resolve("tokenizer_config.json")) ? setup.modelDir() : null;
     }
 
+    /** The run's task: the built-in one by name, posed in {@code chat}'s format when given, without its tool when asked. */
+    static TrainingTask task(Setup setup, ChatFormat chat) {
+        TrainingTask t = TrainingTask.create(setup.task(), setup.seed(), setup.trainSize(), setup.heldOutSize(), chat);
+        return setup.noTools() ? TrainingTask.withoutTools(t) : t;
+    }
+
     /** A frozen copy of {@code policy} (the KL reference). */
     static ReferencePolicy copy(ReferencePolicy policy) {
         ReferencePolicy ref = ReferencePolicy.create(policy.config(), policy.device().is_cpu() ? "cpu" : "cuda", policy.dtype());
@@ -727,8 +750,8 @@ public final class TrainingRun {
         StringBuilder sb = new StringBuilder();
         sb.append(String.format(Locale.ROOT, "Held-out evaluation: task %s, recipe %s, seed %d (SFT %.0f s, RL %.0f s)%n%n", o.setup().task(),
                 o.recipe().name(), o.setup().seed(), sftSeconds, rlSeconds));
-        sb.append("| policy | decoding | accuracy | tool use | tool calls / answer | tool failure rate | response tokens | answers |\n");
-        sb.append("|---|---|---|---|---|---|---|---|\n");
+        sb.append("| policy | decoding | accuracy | tool use | tool calls / answer | tool failure rate | response tokens | generated tokens | generated tokens / correct | answers |\n");
+        sb.append("|---|---|---|---|---|---|---|---|---|---|\n");
         String start = o.setup().init() != null ? "start (" + o.setup().init().getFileName() + ")" : "SFT cold start";
         for (Evaluator.Result r : before) row(sb, start, r);
         for (Evaluator.Result r : after) row(sb, "after " + o.recipe().name(), r);
@@ -736,8 +759,8 @@ public final class TrainingRun {
     }
 
     private static void row(StringBuilder sb, String who, Evaluator.Result r) {
-        sb.append(String.format(Locale.ROOT, "| %s | %s | %.3f | %.3f | %.2f | %.3f | %.1f | %d |%n", who, r.decoding(), r.accuracy(), r.toolUse(),
-                r.toolCalls(), r.toolFailureRate(), r.responseTokens(), r.answers()));
+        sb.append(String.format(Locale.ROOT, "| %s | %s | %.3f | %.3f | %.2f | %.3f | %.1f | %.1f | %s | %d |%n", who, r.decoding(), r.accuracy(), r.toolUse(),
+                r.toolCalls(), r.toolFailureRate(), r.responseTokens(), r.generatedTokens(), r.generatedTokensPerCorrectText(), r.answers()));
     }
 
     static String evalJson(Options o, List<Evaluator.Result> before, List<Evaluator.Result> after, double sftSeconds, double rlSeconds) {

@@ -90,6 +90,36 @@ class TrainCommandTest {
     }
 
     @Test
+    void noToolsDropsTheToolAndNothingElse() {
+        TrainingRun.Options with = parsed("--recipe", "cort"), without = parsed("--recipe", "cort", "--no-tools");
+        assertTrue(without.setup().noTools());
+        assertTrue(!with.setup().noTools(), "the tool is on by default");
+        assertEquals(with.setup().withNoTools(true), without.setup(), "only the tool differs");
+        assertEquals(with.sft(), without.sft(), "the same SFT budget");
+        assertEquals(with.rl(), without.rl(), "the same RL steps, prompts and budget");
+        assertEquals(with.recipe(), without.recipe());
+    }
+
+    /** compare at an equal rollout cost: tao-rl (over-sampling ×3) trains on a third of --prompts, drawn from --prompts rolled out. */
+    @Test
+    void compareGivesAnOverSamplingRecipeTheSameRolledOutPrompts() {
+        TrainingRun.Options tao = parsed("--recipe", "tao-rl", "--prompts", "12", "--budget", "900");
+        assertEquals(3, tao.recipe().oversample());
+        TrainingRun.Options eq = CompareCommand.equalCost(tao);
+        assertEquals(4, eq.rl().promptsPerStep(), "12 / 3 target groups");
+        assertEquals(12, CompareCommand.rolledOutPrompts(eq), "12 prompts rolled out, as for every other recipe");
+        assertEquals(tao.rl().withPromptsPerStep(4), eq.rl(), "nothing else changes");
+        for (String r : List.of("grpo", "grpo-tcr", "tree-grpo", "arpo", "aepo", "cort")) {
+            TrainingRun.Options o = parsed("--recipe", r, "--prompts", "12", "--budget", "900");
+            assertEquals(o, CompareCommand.equalCost(o), r + " does not over-sample");
+            assertEquals(12, CompareCommand.rolledOutPrompts(o));
+        }
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> CompareCommand.equalCost(parsed("--recipe", "tao-rl", "--prompts", "10", "--budget", "900")));
+        assertTrue(e.getMessage().contains("--prompts 10") && e.getMessage().contains("×3"), e.getMessage());
+    }
+
+    @Test
     void tokenizerOptionNamesADirectoryOrTheFetchedQwen3(@TempDir Path dir) {
         assertEquals(null, parsed().setup().tokenizer());
         assertEquals(dir, parsed("--tokenizer", dir.toString()).setup().tokenizer());
@@ -175,7 +205,7 @@ class TrainCommandTest {
 
     @Test
     void taoRlOversamplesAndCortTrainsEndToEnd(@TempDir Path dir) throws Exception {
-        // tao-rl rolls out 3× the prompts (2 → 6 groups) and trains on at most 2 informative ones
+        // tao-rl rolls out 3× the prompts (2 → 6 groups) and trains on at most 2 informative ones, filled up to 2 by copies
         Path tao = dir.resolve("tao");
         run(concat(concat(new String[] {"train"}, TINY), "--recipe", "tao-rl", "--out", tao.toString()));
         List<Map<String, Object>> rl = jsonl(tao.resolve("metrics.jsonl")).stream().filter(r -> "rl".equals(r.get("phase"))).toList();
@@ -185,6 +215,7 @@ class TrainCommandTest {
             assertEquals(2, ((Number) r.get("dynamic/target_groups")).intValue(), r.toString());
             int kept = ((Number) r.get("dynamic/kept_groups")).intValue();
             assertTrue(kept >= 0 && kept <= 2, r.toString());
+            assertEquals(kept == 0 ? 0 : 2, ((Number) r.get("dynamic/trained_groups")).intValue(), "a short batch is filled with copies: " + r);
         }
         // cort samples at T 0.6 / top-p 0.95 and trains with its KL and entropy terms
         Path cort = dir.resolve("cort");

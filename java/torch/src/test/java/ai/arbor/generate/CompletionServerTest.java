@@ -76,7 +76,9 @@ class CompletionServerTest {
                         "the top-k estimate is a lower bound of the exact entropy at " + i);
             // stop strings: the client asks for the stop string to be included
             String text = TOK.decode(direct.tokens());
-            String stop = text.substring(3, 5);
+            assertTrue(text.length() >= 2, "a stop string needs a generation of two characters: " + text);
+            int at = Math.min(3, text.length() - 2);  // (how long the tiny model runs depends on the draw)
+            String stop = text.substring(at, at + 2);
             Generation stopped = http.generate(new GenerationRequest(TokenContext.of(prompt), d, p.withStopStrings(List.of(stop)), 1234)).get();
             assertEquals(FinishReason.STOP_STRING, stopped.finishReason());
             assertEquals(stop, stopped.stopString());

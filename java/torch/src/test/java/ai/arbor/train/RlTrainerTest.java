@@ -227,4 +227,53 @@ class RlTrainerTest {
                 () -> new RlTrainer.Config(Recipe.GRPO, null, 1, RlTrainer.OldLogprobs.BEHAVIOUR, tis));
         assertTrue(e.getMessage().contains("behaviour"), e.getMessage());
     }
+    /** Right on every prompt but 2*3, which is right on odd seeds only: its groups are the only informative ones. */
+    static final class OneHardPrompt implements Generator {
+        final Map<String, String> answers = Map.of("2*3", "6", "4*5", "20", "7*7", "49");
+
+        public CompletableFuture<Generation> generate(GenerationRequest r) {
+            String ctx = TOK.decode(r.context().toArray());
+            String q = ctx.substring(ctx.indexOf("Q: ") + 3, ctx.indexOf('\n'));
+            boolean right = !q.equals("2*3") || (Seeds.mix64(r.seed()) & 1) == 1;
+            int[] body = TOK.encode("\\boxed{" + (right ? answers.get(q) : "0") + "}");
+            int[] ids = Arrays.copyOf(body, body.length + 1);
+            ids[body.length] = TOK.eosId();
+            float[] lp = new float[ids.length], h = new float[ids.length];
+            Arrays.fill(lp, -0.5f);
+            Arrays.fill(h, 1f);
+            return CompletableFuture.completedFuture(new Generation(ids, lp, h, FinishReason.STOP_TOKEN, null, TOK.eosId()));
+        }
+
+        public void close() {}
+    }
+
+    /**
+     * DAPO dynamic sampling in the step (TAO-RL: 6 prompts rolled out for a target of 2 groups): one informative group
+     * is repeated to fill the batch ({@link Recipe.Refill#REPLICATE}, the release), or trained alone ({@link
+     * Recipe.Refill#SHRINK}); with none, nothing is trained.
+     */
+    @Test
+    void dynamicSamplingFillsAShortBatchWithCopies() {
+        PolicyConfig cfg = new PolicyConfig(TOK.vocabSize(), 32, 1, 2, 1, 64, 256, 10_000.0, 1e-6, true, 3);
+        StubTask task = new StubTask();
+        Problem hard = task.train().get(0), p1 = task.train().get(1), p2 = task.train().get(2);
+        List<Problem> oneInformative = List.of(hard, p1, p2, p1, p2, p1), none = List.of(p1, p2, p1, p2, p1, p2);
+        for (Recipe.Refill refill : Recipe.Refill.values()) {
+            Recipe tao = Recipe.TAO_RL.withTrajectoriesPerPrompt(6).withMiniBatches(1).withRefill(refill);
+            try (ReferencePolicy p = ReferencePolicy.create(cfg); Trainer tr = new Trainer(p, OptimConfig.adamW(1e-3), 10, 4096, TOK.vocabSize());
+                 RlTrainer rl = new RlTrainer(task, TOK, tr, new OneHardPrompt(), () -> {}, null,
+                         new RlTrainer.Config(tao, null, 1, RlTrainer.OldLogprobs.BEHAVIOUR), 4096, 2)) {
+                Map<String, Object> m = rl.step(oneInformative, 11);
+                assertEquals(6, ((Number) m.get("dynamic/offered_groups")).intValue());
+                assertEquals(2, ((Number) m.get("dynamic/target_groups")).intValue());
+                assertEquals(1, ((Number) m.get("dynamic/kept_groups")).intValue(), "only 2*3's group is informative");
+                boolean copies = refill == Recipe.Refill.REPLICATE;
+                assertEquals(copies ? 2 : 1, ((Number) m.get("dynamic/trained_groups")).intValue(), refill.toString());
+                assertEquals(copies ? 12 : 6, ((Number) m.get("trained_sequences")).intValue(), refill + ": 6 chains per trained group");
+                Map<String, Object> n = rl.step(none, 12);
+                assertEquals(0, ((Number) n.get("dynamic/kept_groups")).intValue());
+                assertEquals(0, ((Number) n.get("trained_sequences")).intValue(), "no informative group: nothing trained");
+            }
+        }
+    }
 }

@@ -7,18 +7,22 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
+import org.apache.lucene.analysis.Analyzer;
+import org.apache.lucene.analysis.TokenStream;
+import org.apache.lucene.analysis.en.EnglishAnalyzer;
+import org.apache.lucene.analysis.tokenattributes.CharTermAttribute;
 
 /**
  * {@code kb}: two-hop questions over a generated knowledge base of people, cities and organisations,
  * answerable only by searching it (two searches each). The knowledge base is invented from a seed
- * (syllable names), so nothing about it can be known in advance or downloaded.
+ * (random names), so nothing about it can be known in advance or downloaded.
  *
  * <p>Facts: a person is employed by an organisation and was born in a city; an organisation was founded
  * by a person and is based in a city. One document per entity states its facts (title = the entity's
  * name), always in the same layout:
- * <pre>{@code Zuga Nosi is employed by Duma Corp. Zuga Nosi was born in Bumak.
- * Duma Corp was founded by Lati Veso. Duma Corp is based in Kirol.
- * Bumak is a city.}</pre>
+ * <pre>{@code NOXZ is employed by GYPL. NOXZ was born in MIJK.
+ * GYPL was founded by JXUE. GYPL is based in HWOZ.
+ * MIJK is a city.}</pre>
  * Question templates, each ending with the name to search first and needing the first hop's answer as
  * the second search:
  * <ul>
@@ -28,39 +32,46 @@ import java.util.Set;
  * </ul>
  * The held-out split asks about people and organisations that no training question mentions.
  *
- * <p>Why fixed lengths: the character-level policy must copy three names — the question's name into the
+ * <p>Why these names: the character-level policy must copy three names — the question's name into the
  * first search, the second-hop name from the first result into the second search, the answer from the
- * second result — and it copies by attending a fixed distance back (see {@link ArithTask}). So every
- * person is two 4-letter consonant–vowel words ({@value #NAME_CHARS} characters, {@code Zuga Nosi}),
- * every organisation one such word plus {@code " Corp"} (also {@value #NAME_CHARS}), every city one
- * 5-letter word ({@code Bumak}); every question ends with its name and {@code "?"}; the two relation
- * phrases of a document have equal lengths across entity types ({@code " is employed by "} /
- * {@code " was founded by "}, {@code " was born in "} / {@code " is based in "}), so the second-hop name
- * sits at one offset of every result and the answer at one of two (a founder's or a city's slot, chosen by
- * the question's first word). The search returns one hit, so the layout of a result never varies. With
- * variable-length names (1–2 syllables plus an optional "n", first names of any length) the policy
- * answered none of the held-out questions after 1000 SFT steps (measured): it searched for names of the
- * question's shape but with the wrong letters. With these shapes it answered 0.195 of 200 (greedy, seed 1;
- * 138 first searches right, 110 second searches right): the residual copy errors are almost all the last
- * letter of a 4-letter word, and it answered no city question (it guessed a city instead of copying the
- * second slot), only founder questions (37 of 93). Moving every answer into the founder slot (asking for a
- * founder's employer instead of cities) scored 0.000 in one run, so that is not the fix by itself.
+ * second result. Every name is {@value #NAME_CHARS} distinct capitals from {@link #LETTERS} (letters that no
+ * capital of the fixed text uses), and the names of one document share no letter, so every letter of a name
+ * occurs in the result it is copied from only inside that name: a copy that finds the letter just written
+ * and takes the one after it (an induction head) is never misled. The first letter of a name has no such key
+ * (it follows the relation phrase) and must be found by position: with these names a 2500-step cold start reached
+ * 0.485 and 0.640 greedy held-out accuracy on seeds 1 and 3, 0.00 on seeds 2 and 4 (seed 2 never copied the second
+ * search's first letter)
+ * (bench/RESULTS.md, "The kb cold start with distinct-letter names"). Every question ends with its name and
+ * {@code "?"}, every name has the same length and the relation phrases have equal lengths across entity types
+ * ({@code " is employed by "} / {@code " was founded by "}, {@code " was born in "} / {@code " is based in "}),
+ * so the second-hop name sits at one offset of every result and the answer at one of two (a founder's or a
+ * city's slot, chosen by the question's first word); the search returns one hit, so a result's layout never
+ * varies.
+ *
+ * <p>The earlier names were consonant–vowel syllables ({@code Zuga Nosi}, {@code Duma Corp}, {@code Bumak}):
+ * with them a 1000-step cold start answered 0.14–0.195 of the held-out questions (greedy). It searched and
+ * picked the right slot but miscopied a letter or two of a name, nearly always in a word's second syllable —
+ * a lower-case letter that the result repeats dozens of times, so copying by content (the previous
+ * occurrence of the letter just written) lands in the wrong place (bench/RESULTS.md, "Why the kb cold start
+ * stays near 0.15"). These names are also 12 copied letters per answer instead of 23.
  */
 public final class KbTask {
     /** A corpus document. */
     public record Doc(String id, String title, String text) {}
 
-    /** Characters of every person and organisation name. */
-    static final int NAME_CHARS = 9;
-    /** Characters of every city name. */
-    static final int CITY_CHARS = 5;
+    /** Characters of every name (person, organisation, city). */
+    static final int NAME_CHARS = 4;
 
-    private static final String CONSONANTS = "bdfghklmnprstvz";
-    private static final String VOWELS = "aeiou";
-    /** A city's last letter: no "s", which the search's stemmer would strip ("Bumas" would match "Buma"). */
-    private static final String CITY_ENDS = "bdfgklmnprtz";
-    /** Distinct 4-letter words ({@code cvcv}). */
-    private static final int WORDS = (int) Math.pow(CONSONANTS.length() * VOWELS.length(), 2);
+    /**
+     * The letters of names: capitals, none of which the fixed text around a name uses as a capital
+     * ({@code Q:}, {@code City}, {@code Founder}, {@code Birthplace}, {@code Doc 1(Title: ...)}), and no
+     * {@code S}, which the search's stemmer strips from a word's end.
+     */
+    static final String LETTERS = "AEGHIJKLMNOPRUVWXYZ";
+    /** Distinct names: ordered choices of {@value #NAME_CHARS} distinct letters. */
+    private static final int WORDS = 19 * 18 * 17 * 16;
+    /** Organisations, people and cities take about 6 names per organisation; at most a quarter of all names is drawn. */
+    private static final int MAX_ORGS = WORDS / 4 / 6;
 
     private final List<Doc> corpus = new ArrayList<>();
     private final List<Problem> train = new ArrayList<>();
@@ -68,39 +79,40 @@ public final class KbTask {
 
     public KbTask(long seed, int trainSize, int heldOutSize) {
         if (trainSize < 0 || heldOutSize < 0) throw new IllegalArgumentException("split sizes must be >= 0, got " + trainSize + ", " + heldOutSize);
-        int nOrgs = Math.max(8, (trainSize + heldOutSize) / 6), nPeople = 4 * nOrgs, nCities = Math.max(6, nOrgs / 2);
-        // organisation words are reserved (no person uses them) so that a search for "Duma Corp" finds the
-        // organisation; half the words stay for people
-        if (nOrgs > WORDS / 2)
-            throw new IllegalArgumentException("kb supports at most " + 6 * (WORDS / 2) + " problems in all, got " + (trainSize + heldOutSize));
+        int nOrgs = Math.max(8, (trainSize + heldOutSize) / 6), nPeople = 4 * nOrgs, nCities = Math.max(12, nOrgs / 2);
+        if (nOrgs > MAX_ORGS)
+            throw new IllegalArgumentException("kb supports at most " + 6 * MAX_ORGS + " problems in all, got " + (trainSize + heldOutSize));
         Random rnd = new Random(seed);
-        Set<String> used = new HashSet<>();
+        Names names = new Names(rnd);
         List<String> cities = new ArrayList<>();
-        while (cities.size() < nCities) {
-            String c = capitalise(word(rnd) + CITY_ENDS.charAt(rnd.nextInt(CITY_ENDS.length())));
-            if (used.add(c)) cities.add(c);
-        }
+        while (cities.size() < nCities) cities.add(names.draw(0));
         List<String> orgs = new ArrayList<>();
-        while (orgs.size() < nOrgs) {
-            String w = capitalise(word(rnd));
-            if (used.add(w)) orgs.add(w + " Corp");
-        }
-        List<String> people = new ArrayList<>();
-        while (people.size() < nPeople) {
-            String first = capitalise(word(rnd)), last = capitalise(word(rnd));
-            // BM25 ignores word order: "Nosi Zuga" would tie with "Zuga Nosi"
-            if (first.equals(last) || used.contains(first) || used.contains(last) || used.contains(last + " " + first)) continue;
-            if (used.add(first + " " + last)) people.add(first + " " + last);
-        }
+        while (orgs.size() < nOrgs) orgs.add(names.draw(0));
+        // every document's names have pairwise disjoint letters: a person's employer and birthplace share no letter
+        // with the person or each other, an organisation's founder and city none with it or each other
         Map<String, String> employer = new LinkedHashMap<>(), birthplace = new LinkedHashMap<>();
         Map<String, String> hq = new LinkedHashMap<>(), founder = new LinkedHashMap<>();
-        for (String o : orgs) {
-            hq.put(o, cities.get(rnd.nextInt(cities.size())));
-            founder.put(o, people.get(rnd.nextInt(people.size())));
+        List<String> people = new ArrayList<>();
+        while (people.size() < nPeople) {
+            String o = orgs.get(rnd.nextInt(orgs.size())), p = names.draw(mask(o));
+            people.add(p);
+            employer.put(p, o);
+            birthplace.put(p, city(cities, mask(p) | mask(o), names, rnd));
         }
-        for (String p : people) {
-            employer.put(p, orgs.get(rnd.nextInt(orgs.size())));
-            birthplace.put(p, cities.get(rnd.nextInt(cities.size())));
+        for (String o : orgs) {
+            List<String> eligible = new ArrayList<>();
+            for (int i = 0; i < nPeople; i++) if ((mask(people.get(i)) & mask(o)) == 0) eligible.add(people.get(i));
+            String f;
+            if (!eligible.isEmpty()) f = eligible.get(rnd.nextInt(eligible.size()));
+            else {   // no person fits (only in tiny knowledge bases): a new one, employed by another organisation
+                String e = orgs.get(rnd.nextInt(orgs.size()));
+                f = names.draw(mask(o) | mask(e));
+                people.add(f);
+                employer.put(f, e);
+                birthplace.put(f, city(cities, mask(f) | mask(e), names, rnd));
+            }
+            founder.put(o, f);
+            hq.put(o, city(cities, mask(o) | mask(f), names, rnd));
         }
         for (String p : people)
             corpus.add(new Doc("p" + corpus.size(), p, p + " is employed by " + employer.get(p) + ". " + p + " was born in " + birthplace.get(p) + "."));
@@ -108,10 +120,11 @@ public final class KbTask {
             corpus.add(new Doc("o" + corpus.size(), o, o + " was founded by " + founder.get(o) + ". " + o + " is based in " + hq.get(o) + "."));
         for (String c : cities) corpus.add(new Doc("c" + corpus.size(), c, c + " is a city."));
 
-        // held-out questions come from the last quarter of people and organisations, train from the rest
-        int pCut = people.size() * 3 / 4, oCut = orgs.size() * 3 / 4;
+        // held-out questions come from the last quarter of the first nPeople people and of the organisations, train
+        // from the rest (founders added for tiny knowledge bases are asked about in no question)
+        int pCut = nPeople * 3 / 4, oCut = orgs.size() * 3 / 4;
         List<Problem> pool = new ArrayList<>();
-        for (int i = 0; i < people.size(); i++) {
+        for (int i = 0; i < nPeople; i++) {
             String p = people.get(i), o = employer.get(p);
             boolean test = i >= pCut;
             pool.add(problem(test, "City of the employer of " + p + "?", hq.get(o), p, o));
@@ -129,6 +142,68 @@ public final class KbTask {
         }
         if (train.size() < trainSize || heldOut.size() < heldOutSize)
             throw new IllegalStateException("knowledge base too small for the requested splits");
+    }
+
+    /** A city sharing no letter with {@code avoid} (a letter mask), drawn from the existing ones, else a new one. */
+    private static String city(List<String> cities, int avoid, Names names, Random rnd) {
+        List<String> eligible = new ArrayList<>();
+        for (String c : cities) if ((mask(c) & avoid) == 0) eligible.add(c);
+        if (!eligible.isEmpty()) return eligible.get(rnd.nextInt(eligible.size()));
+        String c = names.draw(avoid);
+        cities.add(c);
+        return c;
+    }
+
+    /** The set of a name's letters, one bit per letter A..Z. */
+    static int mask(String name) {
+        int m = 0;
+        for (int i = 0; i < name.length(); i++) m |= 1 << (name.charAt(i) - 'A');
+        return m;
+    }
+
+    /**
+     * Draws distinct names of {@value #NAME_CHARS} distinct {@link #LETTERS}. No two names index alike: each is
+     * exactly one term of the search's analyzer (lower case, stop words, Porter stemming) and no two share it.
+     */
+    private static final class Names {
+        private final Random rnd;
+        private final Set<String> terms = new HashSet<>();
+        private final Analyzer analyzer = new EnglishAnalyzer();
+
+        Names(Random rnd) {
+            this.rnd = rnd;
+        }
+
+        /** A new name using no letter in {@code avoid}. */
+        String draw(int avoid) {
+            StringBuilder allowed = new StringBuilder();
+            for (char c : LETTERS.toCharArray()) if ((avoid & (1 << (c - 'A'))) == 0) allowed.append(c);
+            if (allowed.length() < NAME_CHARS) throw new IllegalArgumentException("only the letters " + allowed + " are left for a name");
+            while (true) {
+                StringBuilder left = new StringBuilder(allowed), name = new StringBuilder(NAME_CHARS);
+                for (int i = 0; i < NAME_CHARS; i++) {
+                    int k = rnd.nextInt(left.length());
+                    name.append(left.charAt(k));
+                    left.deleteCharAt(k);
+                }
+                String n = name.toString(), t = term(n);
+                if (t != null && terms.add(t)) return n;
+            }
+        }
+
+        /** The single term the analyzer makes of {@code name}, or null when it makes none or several. */
+        private String term(String name) {
+            try (TokenStream ts = analyzer.tokenStream("f", name)) {
+                CharTermAttribute a = ts.addAttribute(CharTermAttribute.class);
+                ts.reset();
+                String t = ts.incrementToken() ? a.toString() : null;
+                if (t != null && ts.incrementToken()) t = null;
+                ts.end();
+                return t;
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
     }
 
     private static Problem problem(boolean test, String question, String answer, String hop1, String hop2) {
@@ -150,17 +225,5 @@ public final class KbTask {
 
     public List<Problem> heldOut() {
         return heldOut;
-    }
-
-    /** A 4-letter consonant–vowel word, lower case. */
-    private static String word(Random rnd) {
-        StringBuilder sb = new StringBuilder(4);
-        for (int s = 0; s < 2; s++)
-            sb.append(CONSONANTS.charAt(rnd.nextInt(CONSONANTS.length()))).append(VOWELS.charAt(rnd.nextInt(VOWELS.length())));
-        return sb.toString();
-    }
-
-    private static String capitalise(String s) {
-        return Character.toUpperCase(s.charAt(0)) + s.substring(1);
     }
 }

@@ -16,13 +16,14 @@ import java.util.Map;
  * {@link KbTask} for training: BM25 search over the generated knowledge base (the best passage per
  * search, so observations stay short for a character-level tokenizer), answers in {@code <answer>} tags
  * graded by exact match ({@link QaGrader}). A solved response reads
- * <pre>{@code Q: Founder of the employer of Zuga Nosi?
- * <search>Zuga Nosi</search> <result>
- * Doc 1(Title: Zuga Nosi) Zuga Nosi is employed by Duma Corp. Zuga Nosi was born in Bumak.
- * </result><search>Duma Corp</search> <result>
- * Doc 1(Title: Duma Corp) Duma Corp was founded by Lati Veso. Duma Corp is based in Kirol.
- * </result><answer>Lati Veso</answer>}</pre>
- * Every name has a fixed length and every result the same layout ({@link KbTask}), so each copy the policy
+ * <pre>{@code Q: Founder of the employer of NOXZ?
+ * <search>NOXZ</search> <result>
+ * Doc 1(Title: NOXZ) NOXZ is employed by GYPL. NOXZ was born in MIJK.
+ * </result><search>GYPL</search> <result>
+ * Doc 1(Title: GYPL) GYPL was founded by JXUE. GYPL is based in HWOZ.
+ * </result><answer>JXUE</answer>}</pre>
+ * Every name has a fixed length and every result the same layout, and no letter of a name recurs elsewhere in
+ * the result it is copied from ({@link KbTask}), so each copy the policy
  * makes (question → first search, result → second search, result → answer) spans a fixed distance.
  */
 final class KbTraining implements TrainingTask {

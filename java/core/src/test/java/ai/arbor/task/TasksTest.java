@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.math.BigInteger;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -176,47 +177,47 @@ class TasksTest {
         assertEquals(kb.train(), new KbTask(3, 300, 60).train());
     }
 
-    static final String WORD = "[BDFGHKLMNPRSTVZ][aeiou][bdfghklmnprstvz][aeiou]";
-    static final Pattern PERSON = Pattern.compile(WORD + " " + WORD), ORG = Pattern.compile(WORD + " Corp"),
-            CITY = Pattern.compile("[BDFGHKLMNPRSTVZ][aeiou][bdfghklmnprstvz][aeiou][bdfgklmnprtz]");
-    static final Pattern QUESTION = Pattern.compile("(City of the employer of|Founder of the employer of|Birthplace of the founder of) (.{9})\\?");
+    static final Pattern NAME = Pattern.compile("[" + KbTask.LETTERS + "]{4}");
+    static final Pattern QUESTION = Pattern.compile("(City of the employer of|Founder of the employer of|Birthplace of the founder of) (.{4})\\?");
 
-    /** The fixed shapes: names of fixed length, every document in one layout, every question ending with its name. */
+    /** The fixed shapes: names of 4 distinct capitals, every document in one layout, every question ending with its name. */
     @Test
     void kbNamesQuestionsAndDocumentsHaveFixedShapes() {
         KbTask kb = new KbTask(5, 4000, 200);   // the default split sizes of `arbor train`
-        int people = 0, orgs = 0, cities = 0;
+        Set<String> people = new HashSet<>(), orgs = new HashSet<>(), cities = new HashSet<>();
         for (KbTask.Doc d : kb.corpus()) {
             String t = d.title(), x = d.text();
-            if (PERSON.matcher(t).matches()) {
-                people++;
-                // 9 + " is employed by " + 9 + ". " + 9 + " was born in " + 5 + "."
-                assertEquals(64, x.length(), x);
-                assertTrue(x.startsWith(t + " is employed by ") && ORG.matcher(x.substring(25, 34)).matches()
-                        && x.substring(34).equals(". " + t + " was born in " + x.substring(58, 63) + ".")
-                        && CITY.matcher(x.substring(58, 63)).matches(), x);
-            } else if (ORG.matcher(t).matches()) {
-                orgs++;
-                assertEquals(64, x.length(), x);
-                assertTrue(x.startsWith(t + " was founded by ") && PERSON.matcher(x.substring(25, 34)).matches()
-                        && x.substring(34).equals(". " + t + " is based in " + x.substring(58, 63) + ".")
-                        && CITY.matcher(x.substring(58, 63)).matches(), x);
+            assertTrue(NAME.matcher(t).matches() && distinctLetters(t), "a name of 4 distinct letters: " + t);
+            if (x.startsWith(t + " is employed by ")) {
+                people.add(t);
+                // 4 + " is employed by " + 4 + ". " + 4 + " was born in " + 4 + "."
+                assertEquals(48, x.length(), x);
+                assertEquals(". " + t + " was born in ", x.substring(24, 43), x);
+                assertTrue(x.endsWith("."), x);
+                orgs.add(x.substring(20, 24));
+                cities.add(x.substring(43, 47));
+                assertDisjoint(t, x.substring(20, 24), x.substring(43, 47));
+            } else if (x.startsWith(t + " was founded by ")) {
+                orgs.add(t);
+                assertEquals(48, x.length(), x);
+                assertEquals(". " + t + " is based in ", x.substring(24, 43), x);
+                assertTrue(x.endsWith("."), x);
+                people.add(x.substring(20, 24));
+                cities.add(x.substring(43, 47));
+                assertDisjoint(t, x.substring(20, 24), x.substring(43, 47));
             } else {
-                assertTrue(CITY.matcher(t).matches(), "a city: " + t);
                 assertEquals(t + " is a city.", x);
-                cities++;
+                cities.add(t);
             }
         }
-        assertEquals(4 * orgs, people);
-        assertTrue(cities >= orgs / 2, cities + " cities");
-        // a person's words are never an organisation's, so "Duma Corp" finds the organisation
-        Set<String> orgWords = new HashSet<>(), personWords = new HashSet<>();
-        for (KbTask.Doc d : kb.corpus()) {
-            if (ORG.matcher(d.title()).matches()) orgWords.add(d.title().substring(0, 4));
-            if (PERSON.matcher(d.title()).matches()) personWords.addAll(java.util.List.of(d.title().split(" ")));
-        }
-        personWords.retainAll(orgWords);
-        assertEquals(Set.of(), personWords);
+        for (String n : people) assertTrue(NAME.matcher(n).matches() && distinctLetters(n), n);
+        assertEquals(4 * orgs.size(), people.size());
+        assertTrue(cities.size() >= orgs.size() / 2, cities.size() + " cities");
+        // no name is of two kinds, so every search finds one document
+        assertEquals(Set.of(), intersection(people, orgs));
+        assertEquals(Set.of(), intersection(people, cities));
+        assertEquals(Set.of(), intersection(orgs, cities));
+        assertEquals(people.size() + orgs.size() + cities.size(), kb.corpus().size());
         var byTitle = new java.util.HashMap<String, String>();
         kb.corpus().forEach(d -> byTitle.put(d.title(), d.text()));
         for (var p : java.util.stream.Stream.concat(kb.train().stream(), kb.heldOut().stream()).toList()) {
@@ -224,12 +225,70 @@ class TasksTest {
             assertTrue(m.matches(), "question shape: " + p.question());
             String hop1 = p.plan().get(0).argument(), hop2 = p.plan().get(1).argument();
             assertEquals(hop1, m.group(2), "the question ends with the first search");
-            // the second hop sits at offset 25 of the first result; the answer at 25 (founder) or 58 (city)
-            assertEquals(hop2, byTitle.get(hop1).substring(25, 34));
-            int at = m.group(1).startsWith("Founder") ? 25 : 58;
-            assertEquals(p.answer(), byTitle.get(hop2).substring(at, at + p.answer().length()), p.question());
-            assertTrue(m.group(1).startsWith("Birthplace") ? ORG.matcher(hop1).matches() : PERSON.matcher(hop1).matches(), p.question());
+            // the second hop sits at offset 20 of the first result; the answer at 20 (founder) or 43 (city)
+            assertEquals(hop2, byTitle.get(hop1).substring(20, 24));
+            int at = m.group(1).startsWith("Founder") ? 20 : 43;
+            assertEquals(p.answer(), byTitle.get(hop2).substring(at, at + 4), p.question());
+            assertTrue(m.group(1).startsWith("Birthplace") ? orgs.contains(hop1) : people.contains(hop1), p.question());
         }
+    }
+
+    /** Every letter of a name written into a search or the answer occurs once in the result it is copied from. */
+    @Test
+    void kbNamesInOneDocumentShareNoLetter() {
+        long seed = ai.arbor.testing.Seeds.seed("kbNamesInOneDocumentShareNoLetter");
+        for (int[] split : new int[][] {{30, 6}, {300, 60}, {4000, 200}}) {   // tiny ones take the fallback draws
+            KbTask kb = new KbTask(seed, split[0], split[1]);
+            int checked = 0;
+            for (KbTask.Doc d : kb.corpus()) {
+                if (d.text().endsWith(" is a city.")) continue;
+                String x = d.text();
+                assertDisjoint(d.title(), x.substring(20, 24), x.substring(43, 47));
+                // the whole result as the policy reads it: each name letter occurs only inside the name it belongs to
+                String result = "Doc 1(Title: " + d.title() + ") " + x;
+                for (String n : List.of(d.title(), x.substring(20, 24), x.substring(43, 47)))
+                    for (char c : n.toCharArray())
+                        assertEquals(result.chars().filter(ch -> ch == c).count(), d.title().equals(n) ? 3 : 1,
+                                "letter " + c + " of " + n + " in " + result);
+                checked++;
+            }
+            int orgs = Math.max(8, (split[0] + split[1]) / 6);   // and 4 people per organisation, each with a document
+            assertTrue(checked >= 5 * orgs, checked + " person and organisation documents checked, expected at least " + 5 * orgs);
+        }
+    }
+
+    /** The splits are disjoint: no held-out question is a training question, and their subjects differ. */
+    @Test
+    void kbSplitsAreDisjoint() {
+        long seed = ai.arbor.testing.Seeds.seed("kbSplitsAreDisjoint");
+        KbTask kb = new KbTask(seed, 4000, 200);
+        Set<String> trainQuestions = new HashSet<>(), trainNames = new HashSet<>();
+        for (var p : kb.train()) {
+            trainQuestions.add(p.question());
+            trainNames.add(p.plan().get(0).argument());
+        }
+        assertEquals(4000, trainQuestions.size(), "distinct training questions");
+        for (var p : kb.heldOut()) {
+            assertFalse(trainQuestions.contains(p.question()), p.question());
+            assertFalse(trainNames.contains(p.plan().get(0).argument()), p.question());
+        }
+        assertEquals(200, new HashSet<>(kb.heldOut().stream().map(Problem::question).toList()).size());
+    }
+
+    private static boolean distinctLetters(String n) {
+        return n.chars().distinct().count() == n.length();
+    }
+
+    private static void assertDisjoint(String a, String b, String c) {
+        assertEquals(0, KbTask.mask(a) & KbTask.mask(b), a + " / " + b);
+        assertEquals(0, KbTask.mask(a) & KbTask.mask(c), a + " / " + c);
+        assertEquals(0, KbTask.mask(b) & KbTask.mask(c), b + " / " + c);
+    }
+
+    private static Set<String> intersection(Set<String> a, Set<String> b) {
+        Set<String> s = new HashSet<>(a);
+        s.retainAll(b);
+        return s;
     }
 
     /** The task's own search (BM25, one hit) finds each hop's document first, for every question. */

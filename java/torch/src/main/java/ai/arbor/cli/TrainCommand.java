@@ -222,7 +222,7 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--init", description = {"Start RL from this checkpoint instead of an SFT cold start (e.g. a run's sft.safetensors).", "compare: {seed} in the path is replaced by each seed (runs/arith-grpo-seed{seed}/sft.safetensors)."})
         Path init;
 
-        @Option(names = "--sft-steps", description = "SFT optimizer steps (default 1000).")
+        @Option(names = "--sft-steps", description = "SFT optimizer steps (default 1000; kb 2500).")
         Integer sftSteps;
 
         @Option(names = "--sft-demos", description = "Demonstrations rendered for SFT (default 4000).")
@@ -366,7 +366,7 @@ public final class TrainCommand implements Callable<Integer> {
                     model == null || modelDir != null ? ds.model() : parseModel(model, ds.model()), init, or(microBatchTokens, ds.microBatchTokens()),
                     or(threads, ds.threads()), out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed), modelDir,
                     tokenizerDir(tokenizer), noTools);
-            TrainingRun.Sft dsft = D.sft();
+            TrainingRun.Sft dsft = TrainingRun.Sft.defaults(task);
             TrainingRun.Sft sft = TrainingRun.Sft.of(or(sftDemos, dsft.demos()), or(sftSteps, dsft.steps()), or(sftBatch, dsft.batch()),
                     or(sftLr, dsft.optim().lr()), or(maxGradNorm, dsft.optim().maxGradNorm()));
             TrainingRun.Rl drl = D.rl();

@@ -182,6 +182,16 @@ public final class TrainingRun {
             return of(4000, 1000, 32, 3e-3, 1.0);
         }
 
+        /**
+         * The cold start of {@code task}: {@link #defaults()}, except kb's 2500 steps — its policy starts copying names
+         * only after 700–1000 steps (the loss sits at the no-copy plateau until then), and at 1000 steps it answered
+         * none of the held-out questions (bench/RESULTS.md, "The kb cold start with distinct-letter names").
+         */
+        public static Sft defaults(String task) {
+            Sft d = defaults();
+            return "kb".equals(task) ? of(d.demos(), 2500, d.batch(), d.optim().lr(), d.optim().maxGradNorm()) : d;
+        }
+
         /** AdamW at {@code lr}, warm-up over the first tenth of the steps (at most 50), then cosine decay. */
         public static Sft of(int demos, int steps, int batch, double lr, double maxGradNorm) {
             return new Sft(demos, steps, batch, OptimConfig.adamW(lr).withWarmup(Math.min(50, steps / 10))

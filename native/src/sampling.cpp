@@ -246,6 +246,38 @@ static inline void write_token(void* tokens, int token_dtype, int64_t r, int64_t
         ((int64_t*)tokens)[r] = y;
 }
 
+// Top-p on the kept list z[0:m] (columns idx): keeps the values from the top whose mass reaches p of
+// `total`, or of the list's own mass when total < 0; sets *tau to the threshold. Returns the new length.
+template <class SI>
+static int64_t top_p_cut(float* z, int32_t* idx, int64_t m, float zmax, float p, int64_t total, SampleScratch& sc,
+                         float* tau) {
+    SI::exp_rel(z, m, zmax, sc.e.data());
+    int64_t listed = 0;
+    for (int64_t i = 0; i < m; ++i) {
+        sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
+        sc.keys[i] = smath::order_key(z[i]);
+        listed += sc.w[i];
+    }
+    *tau = smath::key_value(radix_select(sc.keys.data(), sc.w.data(), m, smath::top_p_target(p, total < 0 ? listed : total)));
+    return keep_from(z, idx, m, *tau);
+}
+
+// The race over the final kept list z[0:m] (threshold tau), and log q(y) over that list. A long list is
+// cheaper to race over the row (vectorized noise) — same token.
+template <class SI, class Tag>
+static int64_t race_kept(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax,
+                         const RowParams& rp, SampleScratch& sc, int64_t m, double* lp_sampled) {
+    float* z = sc.z.data();
+    int32_t* idx = sc.idx.data();
+    const int64_t y = m * 8 >= n ? SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx
+                                 : SI::race_list(z, idx, m, rp.stream).idx;
+    SI::exp_rel(z, m, zmax, sc.e.data());
+    double s = 0.0;
+    for (int64_t i = 0; i < m; ++i) s += sc.e[i];
+    *lp_sampled = ((double)(Tag::to_f32(row[y]) * inv_t) - zmax) - log(s);
+    return y;
+}
+
 // The truncated draw (min-p / top-k / top-p active). A coarse pre-pass bins the kept columns by
 // 1/8-logit steps below z_max (counts, and exact masses when top-p needs them), which bounds where
 // the top-k / top-p threshold can lie; only those columns are gathered for the exact radix
@@ -288,26 +320,10 @@ static int64_t truncated_draw(const typename Tag::T* row, int64_t n, float inv_t
         m = keep_from(z, idx, m, tau);
     }
     if (topp) {  // on the gathered prefix: its mass from the top reaches the target
-        SI::exp_rel(z, m, zmax, sc.e.data());
-        int64_t listed = 0;
-        for (int64_t i = 0; i < m; ++i) {
-            sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
-            sc.keys[i] = smath::order_key(z[i]);
-            listed += sc.w[i];
-        }
         // the whole kept set was gathered unless bmax came from the masses (then total is theirs)
-        const int64_t target = smath::top_p_target(rp.p, cut_k || !need_mass ? listed : total);
-        tau = smath::key_value(radix_select(sc.keys.data(), sc.w.data(), m, target));
-        m = keep_from(z, idx, m, tau);
+        m = top_p_cut<SI>(z, idx, m, zmax, rp.p, cut_k || !need_mass ? -1 : total, sc, &tau);
     }
-    // a long list is cheaper to race over the row (vectorized noise) — same token
-    const int64_t y = m * 8 >= n ? SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx
-                                 : SI::race_list(z, idx, m, rp.stream).idx;
-    SI::exp_rel(z, m, zmax, sc.e.data());
-    double s = 0.0;
-    for (int64_t i = 0; i < m; ++i) s += sc.e[i];
-    *lp_sampled = ((double)(Tag::to_f32(row[y]) * inv_t) - zmax) - log(s);
-    return y;
+    return race_kept<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, m, lp_sampled);
 }
 
 // The untruncated draw (T > 0, no min-p / top-k / top-p): inverse CDF in two levels, exact in distribution.
@@ -400,23 +416,9 @@ static int64_t topk_draw(const typename Tag::T* row, int64_t n, float inv_t, flo
         if (m > 0) tau = least;
     }
     if (rp.p < 1.0f) {  // top-p on what top-k kept: its mass from the top reaches the target
-        SI::exp_rel(z, m, zmax, sc.e.data());
-        int64_t listed = 0;
-        for (int64_t i = 0; i < m; ++i) {
-            sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
-            sc.keys[i] = smath::order_key(z[i]);
-            listed += sc.w[i];
-        }
-        tau = smath::key_value(radix_select(sc.keys.data(), sc.w.data(), m, smath::top_p_target(rp.p, listed)));
-        m = keep_from(z, idx, m, tau);
+        m = top_p_cut<SI>(z, idx, m, zmax, rp.p, -1, sc, &tau);
     }
-    const int64_t y = m * 8 >= n ? SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx
-                                 : SI::race_list(z, idx, m, rp.stream).idx;
-    SI::exp_rel(z, m, zmax, sc.e.data());
-    double s = 0.0;
-    for (int64_t i = 0; i < m; ++i) s += sc.e[i];
-    *lp_sampled = ((double)(Tag::to_f32(row[y]) * inv_t) - zmax) - log(s);
-    return y;
+    return race_kept<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, m, lp_sampled);
 }
 
 template <class SI, class Tag>

@@ -321,8 +321,20 @@ class SandboxAttackTest {
                     print(int(os.read(r, 20)))""");
             assertEquals(ExecStatus.OK, r.status(), r::toString);
             if (sandbox.isolation() == Isolation.JAIL) {
-                ExecResult ps = s.execute("import os\nprint(os.path.exists('/proc/" + r.stdout().strip() + "/stat') and "
-                        + "open('/proc/" + r.stdout().strip() + "/stat').read().split(') ')[1][0] != 'Z')");
+                // the end of the call sends SIGKILL and does not wait for the exit (worker.py kill_swarm); on a
+                // loaded machine the killed process may not have been scheduled yet when this cell starts, so
+                // the check waits (up to 5 s) for it to be gone or a zombie
+                ExecResult ps = s.execute("""
+                        import os, time
+                        def alive(p):
+                            try:
+                                return open('/proc/%d/stat' % p).read().split(') ')[1][0] not in 'ZX'
+                            except OSError:
+                                return False
+                        t = time.time()
+                        while alive(PID) and time.time() - t < 5:
+                            time.sleep(0.01)
+                        print(alive(PID))""".replace("PID", r.stdout().strip()));
                 assertEquals("False\n", ps.stdout(), "the daemon was killed at the end of the call: " + ps);
             } else {
                 long pid = Long.parseLong(r.stdout().strip());

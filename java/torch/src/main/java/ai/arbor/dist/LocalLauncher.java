@@ -52,6 +52,7 @@ public final class LocalLauncher {
     /** Runs the job's local ranks to their end; 0 when every one succeeded, else the first failure's exit code. */
     public static int run(Job job) throws IOException, InterruptedException {
         Files.createDirectories(job.logDir());
+        ai.arbor.torch.NativeCache.fill();   // the ranks start at once: extract the libraries before them
         int world = job.nproc() * job.nnodes();
         List<Process> ps = new ArrayList<>();
         Thread stopAll = new Thread(() -> ps.forEach(Process::destroyForcibly));

@@ -68,6 +68,7 @@ public final class LocalFleet implements AutoCloseable {
 
     /** Launches one server on {@code port} (0: any); completes with its URL when it prints it. */
     private CompletableFuture<Start> launch(int port) throws IOException {
+        ai.arbor.torch.NativeCache.fill();   // the servers start at once: extract the libraries before them
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         List<String> cmd = List.of(java, "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", "-Xss4m", "-cp", System.getProperty("java.class.path"),
                 "ai.arbor.cli.Arbor", "serve", "--model", model.toString(), "--host", "127.0.0.1", "--port", String.valueOf(port),

@@ -154,6 +154,7 @@ class DistributedTest {
 
     /** A rank in a JVM of its own, output to {@code tmp/rank-R.log}. */
     private Process worker(int rank, int world, int port, int timeoutSeconds, String... args) throws IOException {
+        ai.arbor.torch.NativeCache.fill();   // workers start together (and with this JVM's own libtorch work)
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", "-cp", System.getProperty("java.class.path"), DataParallelWorker.class.getName()));
         cmd.addAll(List.of(args));

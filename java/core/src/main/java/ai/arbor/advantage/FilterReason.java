@@ -12,6 +12,8 @@ public enum FilterReason {
     VOID_TURN,
     /** DAPO overlong filtering: the response was truncated at the length limit. */
     TRUNCATED,
+    /** TAO-RL's release ({@code min_n}): the group has too few responses within the length limit and is dropped whole. */
+    FEW_WITHIN_LENGTH,
     /** DAPO dynamic sampling: an informative group beyond the batch size (the batch was already full). */
     OVERSAMPLED;
 

@@ -148,6 +148,11 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
         if (trajectoriesPerPrompt < 0 || (kind != Kind.SUPERVISED && trajectoriesPerPrompt < 1))
             throw new IllegalArgumentException(name + ": trajectoriesPerPrompt must be >= 1, got " + trajectoriesPerPrompt);
         if (miniBatches < 1) throw new IllegalArgumentException(name + ": miniBatches must be >= 1, got " + miniBatches);
+        int minWithin = minWithinLength(filters);
+        if (kind != Kind.SUPERVISED && trajectoriesPerPrompt < minWithin)
+            throw new IllegalArgumentException(name + ": " + trajectoriesPerPrompt + " responses per prompt are fewer than the " + minWithin
+                    + " within the length limit that its overlong filter needs to train a group (OverlongFilter.minWithinLength): every group"
+                    + " would be dropped; use a group size >= " + minWithin);
         if (oversample < 1) throw new IllegalArgumentException(name + ": oversample must be >= 1 (1 = off), got " + oversample);
         if (kind == Kind.REJECTION_SAMPLING ? keepPerPrompt < 1 : keepPerPrompt != 0)
             throw new IllegalArgumentException(name + ": keepPerPrompt must be " + (kind == Kind.REJECTION_SAMPLING ? ">= 1" : "0 (it is rejection sampling's)")
@@ -273,7 +278,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
      * tool-aware filter and post-tool shaping off: {@link #TAO_RL_PAPER}.
      */
     public static final Recipe TAO_RL = new Recipe("tao-rl", Kind.POLICY_GRADIENT, CHAINS, AdvantageEstimator.GRPO,
-            TokenShaping.broadcast(), List.of(new OverlongFilter(), new VoidTurnFilter(), new DegenerateGroupFilter()), TAO_RL_LOSS,
+            TokenShaping.broadcast(), List.of(OverlongFilter.taoRl(), new VoidTurnFilter(), new DegenerateGroupFilter()), TAO_RL_LOSS,
             OUTCOME, 16, 2, RL_SAMPLING, 0, 3);
 
     /**
@@ -282,7 +287,7 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
      * a tool observation.
      */
     public static final Recipe TAO_RL_PAPER = new Recipe("tao-rl-paper", Kind.POLICY_GRADIENT, CHAINS, AdvantageEstimator.GRPO,
-            TokenShaping.taoRl(), List.of(new OverlongFilter(), new VoidTurnFilter(), new ToolAwareFilter(), new DegenerateGroupFilter()),
+            TokenShaping.taoRl(), List.of(OverlongFilter.taoRl(), new VoidTurnFilter(), new ToolAwareFilter(), new DegenerateGroupFilter()),
             TAO_RL_LOSS, OUTCOME, 16, 2, RL_SAMPLING, 0, 3);
 
     /** CoRT's reward: 1/0 correct plus −0.1 when no code ran or every execution failed. */
@@ -339,6 +344,27 @@ public record Recipe(String name, Kind kind, Rollouts rollouts, AdvantageEstimat
     /** True for recipes that sample rollouts. */
     public boolean samples() {
         return kind != Kind.SUPERVISED;
+    }
+
+    /**
+     * The fewest responses within the length limit a group needs to be trained: the largest group rule of the recipe's
+     * {@link OverlongFilter}s (TAO-RL's release: 4), 0 when none. Dynamic sampling applies it before the fill.
+     */
+    public int minWithinLength() {
+        return minWithinLength(filters);
+    }
+
+    private static int minWithinLength(List<TrajectoryFilter> filters) {
+        int m = 0;
+        for (TrajectoryFilter f : filters) if (f instanceof OverlongFilter o) m = Math.max(m, o.minWithinLength());
+        return m;
+    }
+
+    /** This recipe with trajectory filters {@code f} (in order; empty: keep everything). */
+    public Recipe withFilters(List<TrajectoryFilter> f) {
+        if (f == null) throw new IllegalArgumentException(name + ": filters must not be null");
+        return new Recipe(name, kind, rollouts, estimator, shaping, f, loss, reward, trajectoriesPerPrompt, miniBatches, sampling, keepPerPrompt,
+                oversample, refill, agent);
     }
 
     /** True when the loss has a KL term to a reference policy. */

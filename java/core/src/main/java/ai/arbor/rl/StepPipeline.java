@@ -2,6 +2,7 @@ package ai.arbor.rl;
 
 import ai.arbor.advantage.FilterResult;
 import ai.arbor.advantage.DynamicSampling;
+import ai.arbor.advantage.OverlongFilter;
 import ai.arbor.advantage.ScoredTrajectory;
 import ai.arbor.advantage.TrajectoryFilter;
 import ai.arbor.kernels.ShapingStats;
@@ -117,10 +118,25 @@ public final class StepPipeline {
      * them (the step trains on a smaller batch; no further refill round).
      */
     public static List<Scored> dynamicSample(List<Scored> scored, int targetGroups) {
+        return dynamicSample(scored, targetGroups, 0);
+    }
+
+    /**
+     * {@link #dynamicSample(List, int)}, where a group with fewer than {@code minWithinLength} live responses within the
+     * length limit is not informative either (TAO-RL's release: {@code min_n} = 4 with {@code remove_clip}, checked in the
+     * same pass as the correctness spread, before the fill; {@link OverlongFilter#taoRl}). The spread is judged over
+     * all the group's live responses, truncated ones included, as there.
+     */
+    public static List<Scored> dynamicSample(List<Scored> scored, int targetGroups, int minWithinLength) {
         if (targetGroups < 1) throw new IllegalArgumentException("targetGroups must be >= 1, got " + targetGroups);
+        if (minWithinLength < 0) throw new IllegalArgumentException("minWithinLength must be >= 0, got " + minWithinLength);
+        Map<Integer, Integer> within = new HashMap<>();
+        for (Scored s : scored)
+            if (!s.infrastructureFailure()) within.merge(s.group(), s.trajectory().termination().truncated() ? 0 : 1, Integer::sum);
         List<ScoredTrajectory> offered = new ArrayList<>();
         for (Scored s : scored)
-            if (!s.infrastructureFailure()) offered.add(ScoredTrajectory.of(s.group(), s.correct() ? 1f : 0f));
+            if (!s.infrastructureFailure() && within.get(s.group()) >= minWithinLength)
+                offered.add(ScoredTrajectory.of(s.group(), s.correct() ? 1f : 0f));
         DynamicSampling ds = new DynamicSampling(targetGroups, new ai.arbor.advantage.DegenerateGroupFilter(), 1);
         java.util.Set<Integer> keep = new java.util.HashSet<>();
         if (!offered.isEmpty()) {

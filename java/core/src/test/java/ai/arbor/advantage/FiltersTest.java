@@ -86,13 +86,39 @@ class FiltersTest {
         assertEquals(1, OverlongFilter.of(dapo.withMaskTruncated(true)).apply(MIX).count(FilterReason.TRUNCATED));
     }
 
+    /**
+     * TAO-RL's release (remove_clip with min_n = 4): a group with fewer than 4 responses within the length limit is dropped
+     * whole, a group with 4 or more keeps them and masks only its truncated ones.
+     */
+    @Test
+    void taoRlDropsAGroupWithFewerThanFourResponsesWithinTheLimit() {
+        List<ScoredTrajectory> g = List.of(
+                t(1, 1f, 0, 0, false, false), t(1, 0f, 0, 0, false, false), t(1, 1f, 0, 0, false, false), t(1, 0f, 0, 0, false, true),
+                t(1, 0f, 0, 0, false, true),                                     // group 1: 3 of 5 within the limit: dropped
+                t(2, 1f, 0, 0, false, false), t(2, 0f, 0, 0, false, false), t(2, 0f, 0, 0, false, false), t(2, 1f, 0, 0, false, false),
+                t(2, 1f, 0, 0, false, true),                                     // group 2: 4 of 5: kept, index 9 masked
+                t(3, 1f, 0, 0, false, true), t(3, 0f, 0, 0, false, true));     // group 3: none within
+        FilterResult r = OverlongFilter.taoRl().apply(g);
+        assertArrayEquals(new boolean[] {false, false, false, false, false, true, true, true, true, false, false, false}, r.keepMask());
+        assertEquals(5, r.count(FilterReason.TRUNCATED));
+        assertEquals(3, r.count(FilterReason.FEW_WITHIN_LENGTH), "group 1's three responses within the limit");
+        assertEquals(EnumSet.of(FilterReason.TRUNCATED), r.reasons(3));
+        assertEquals(EnumSet.of(FilterReason.FEW_WITHIN_LENGTH), r.reasons(0));
+        // the plain filter masks the truncated ones only
+        assertEquals(7, new OverlongFilter().apply(g).keptCount());
+        assertTrue(OverlongFilter.taoRl().dropsGroup(3) && !OverlongFilter.taoRl().dropsGroup(4) && !new OverlongFilter().dropsGroup(0));
+        var e = assertThrows(IllegalArgumentException.class, () -> new OverlongFilter(true, -1));
+        assertTrue(e.getMessage().contains("-1"), e.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> new OverlongFilter(false, 4));
+    }
+
     @Test
     void allFiltersTogetherCountEveryReasonAndDropNothingSilently() {
         TrajectoryFilter all = TrajectoryFilter.all(new ToolAwareFilter(), new DegenerateGroupFilter(), new VoidTurnFilter(),
                 new OverlongFilter());
         FilterResult r = all.apply(MIX);
         assertEquals(Map.of(FilterReason.ALL_TOOL_CALLS_FAILED, 2, FilterReason.DEGENERATE_GROUP, 4, FilterReason.VOID_TURN, 1,
-                FilterReason.TRUNCATED, 1, FilterReason.OVERSAMPLED, 0), r.counts());
+                FilterReason.TRUNCATED, 1, FilterReason.FEW_WITHIN_LENGTH, 0, FilterReason.OVERSAMPLED, 0), r.counts());
         assertEquals(7, r.excludedCount());  // 0, 2, 3, 4, 5, 7, 8 (5 has two reasons)
         assertEquals(5, r.keptCount());
         assertEquals(EnumSet.of(FilterReason.DEGENERATE_GROUP, FilterReason.ALL_TOOL_CALLS_FAILED), r.reasons(5));

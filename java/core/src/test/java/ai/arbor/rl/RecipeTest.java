@@ -121,10 +121,10 @@ class RecipeTest {
             assertEquals(1.0, f.reward(said("\\boxed{12}", 0, 319), List.of("12")), 0);
         }
         // release: overlong filtered, void turns masked, degenerate groups (of the 1/0 reward) dropped; broadcast advantages
-        assertEquals(List.of(new OverlongFilter(), new VoidTurnFilter(), new DegenerateGroupFilter(1e-3, true)), Recipe.TAO_RL.filters());
+        assertEquals(List.of(OverlongFilter.taoRl(), new VoidTurnFilter(), new DegenerateGroupFilter(1e-3, true)), Recipe.TAO_RL.filters());
         assertEquals(TokenShaping.broadcast(), Recipe.TAO_RL.shaping());
         // paper: plus the tool-aware filter (strength 1) and post-tool shaping α 0.01 on the top 20 %
-        assertEquals(List.of(new OverlongFilter(), new VoidTurnFilter(), new ToolAwareFilter(1f), new DegenerateGroupFilter(1e-3, true)),
+        assertEquals(List.of(OverlongFilter.taoRl(), new VoidTurnFilter(), new ToolAwareFilter(1f), new DegenerateGroupFilter(1e-3, true)),
                 Recipe.TAO_RL_PAPER.filters());
         TokenShaping tao = Recipe.TAO_RL_PAPER.shaping();
         assertEquals(TokenShaping.Mode.TAO_RL, tao.mode());

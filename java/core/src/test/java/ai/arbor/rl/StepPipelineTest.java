@@ -96,14 +96,14 @@ class StepPipelineTest {
                 scored(0, traj(0, new int[] {10, 12}, m2, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 1),
                 scored(1, traj(0, new int[] {10, 13}, m2, ones(2, 1f), new boolean[2], List.of(), Termination.ANSWER), 1),
                 scored(1, traj(0, new int[] {10, 14}, m2, ones(2, 1f), new boolean[2], List.of(failed), Termination.ANSWER), 0));
-        StepPipeline.Prepared p = new StepPipeline(Recipe.TAO_RL_PAPER, TOK).prepare(s);
+        StepPipeline.Prepared p = new StepPipeline(withoutGroupRule(Recipe.TAO_RL_PAPER), TOK).prepare(s);
         // group 0 has equal rewards (degenerate: out); in group 1 the trajectory whose only call failed is out
         assertArrayEquals(new int[] {2}, p.batch().source());
         assertEquals(3, p.filter().excludedCount(), "three trajectories leave the loss");
         float a = (float) (0.5 / (Math.sqrt(0.5) + 1e-6));
         assertArrayEquals(new float[] {a, a}, p.batch().advantage(), 1e-6f, "no post-tool token: nothing shaped");
         // as released (no tool-aware filter): the failed-call trajectory stays in the loss
-        StepPipeline.Prepared rel = new StepPipeline(Recipe.TAO_RL, TOK).prepare(s);
+        StepPipeline.Prepared rel = new StepPipeline(withoutGroupRule(Recipe.TAO_RL), TOK).prepare(s);
         assertArrayEquals(new int[] {2, 3}, rel.batch().source());
         assertArrayEquals(new float[] {a, a, -a, -a}, rel.batch().advantage(), 1e-6f, "released: broadcast advantages");
     }
@@ -154,7 +154,7 @@ class StepPipelineTest {
                         new float[] {1f, 0f, 0f, 2f, 6f}, new boolean[] {false, false, false, true, true}, List.of(ok), Termination.ANSWER), 1),
                 scored(0, traj(0, new int[] {10, 13}, new boolean[] {true, true}, new float[] {3f, 4f}, new boolean[2],
                         List.of(), Termination.ANSWER), 0));
-        TokenBatch b = new StepPipeline(Recipe.TAO_RL_PAPER, TOK).prepare(s).batch();
+        TokenBatch b = new StepPipeline(withoutGroupRule(Recipe.TAO_RL_PAPER), TOK).prepare(s).batch();
         // valid entropies (1, 2, 6, 3, 4): mean 3.2, unbiased var 3.7; two post-tool tokens, k = ⌈0.2·2⌉ = 1:
         // only the highest (H = 6) is shaped, Ã = A·(1 + 0.01·(6 − 3.2)/√(3.7 + 1e-8)) (docs/algorithms.md §3)
         double a = 0.5 / (Math.sqrt(0.5) + 1e-6);
@@ -204,6 +204,45 @@ class StepPipelineTest {
         assertThrows(IllegalArgumentException.class, () -> StepPipeline.dynamicSample(s, 0));
     }
 
+    /** The recipe with its overlong filter's group rule (TAO-RL's min_n = 4) off, for cases built on groups of 2. */
+    static Recipe withoutGroupRule(Recipe r) {
+        List<ai.arbor.advantage.TrajectoryFilter> f = new java.util.ArrayList<>();
+        for (var x : r.filters()) f.add(x instanceof ai.arbor.advantage.OverlongFilter ? new ai.arbor.advantage.OverlongFilter() : x);
+        return r.withFilters(f);
+    }
+
+    /**
+     * TAO-RL's release drops a group with fewer than min_n = 4 responses within the length limit in the same pass as the
+     * spread check, before the fill; the spread counts the truncated responses too (tao_rl_ray_trainer.py).
+     */
+    @Test
+    void dynamicSamplingDropsGroupsWithFewerThanFourResponsesWithinTheLimit() {
+        boolean[] m = {true};
+        // group 0: 5 responses, 2 truncated (3 within): mixed but dropped; group 1: 1 truncated (4 within), mixed: kept;
+        // group 2: 4 within all wrong, the truncated one right: mixed over all five, kept
+        boolean[][] truncated = {{false, false, false, true, true}, {false, false, false, false, true}, {false, false, false, false, true}};
+        boolean[][] correct = {{true, false, true, false, false}, {true, false, false, true, false}, {false, false, false, false, true}};
+        List<Scored> s = new java.util.ArrayList<>();
+        for (int g = 0; g < 3; g++)
+            for (int j = 0; j < 5; j++)
+                s.add(new Scored(PROBLEM, g, traj(0, new int[] {10 + g}, m, ones(1, 1f), new boolean[1], List.of(),
+                        truncated[g][j] ? Termination.MAX_TOKENS : Termination.ANSWER), correct[g][j] ? 1 : 0, correct[g][j], false));
+        assertTrue(Termination.MAX_TOKENS.truncated() && !Termination.ANSWER.truncated());
+        List<Scored> kept = StepPipeline.dynamicSample(s, 3, Recipe.TAO_RL.minWithinLength());
+        assertEquals(4, Recipe.TAO_RL.minWithinLength());
+        assertEquals(s.subList(5, 15), kept, "groups 1 and 2; group 0 has 3 responses within the limit");
+        assertEquals(s, StepPipeline.dynamicSample(s, 3, 0), "without the rule every mixed group is informative");
+        assertEquals(0, Recipe.GRPO.minWithinLength());
+        assertThrows(IllegalArgumentException.class, () -> StepPipeline.dynamicSample(s, 3, -1));
+        // the same rule in the recipe's filters, without dynamic sampling: group 0 leaves the loss
+        StepPipeline.Prepared p = new StepPipeline(Recipe.TAO_RL.withOversample(1), TOK).prepare(s);
+        assertEquals(3, p.filter().count(ai.arbor.advantage.FilterReason.FEW_WITHIN_LENGTH));
+        // a group size below the rule would train nothing: refused, naming the sizes
+        var e = assertThrows(IllegalArgumentException.class, () -> Recipe.TAO_RL.withTrajectoriesPerPrompt(2));
+        assertTrue(e.getMessage().contains("2 responses per prompt") && e.getMessage().contains(">= 4"), e.getMessage());
+        assertEquals(2, withoutGroupRule(Recipe.TAO_RL).withTrajectoriesPerPrompt(2).trajectoriesPerPrompt());
+    }
+
     /**
      * TAO-RL's release fills a short dynamic-sampling batch by repeating its informative groups, each copy a group of
      * its own (tao_rl_ray_trainer.py: repeat_with_uid_suffix(⌈target / kept⌉), then the target's worth of groups).
@@ -229,7 +268,7 @@ class StepPipelineTest {
             assertEquals(s.get(source[i]).correct(), full.get(i).correct());
         }
         // each copy is its own group: the same GRPO advantages as its original, ±0.5 / (√0.5 + 1e-6)
-        float[] adv = new StepPipeline(Recipe.TAO_RL, TOK).prepare(full).sequenceAdvantages();
+        float[] adv = new StepPipeline(withoutGroupRule(Recipe.TAO_RL), TOK).prepare(full).sequenceAdvantages();
         double a = 0.5 / (Math.sqrt(0.5) + 1e-6);
         double[] want = {a, -a, -a, a, a, -a, -a, a, a, -a};
         for (int i = 0; i < want.length; i++) assertEquals(want[i], adv[i], 1e-6, "advantage " + i);

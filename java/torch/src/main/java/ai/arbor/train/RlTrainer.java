@@ -198,7 +198,7 @@ public final class RlTrainer implements AutoCloseable {
             // DAPO dynamic sampling: the caller passed k× the step's prompts (TrainingRun does); train on the first
             // informative groups up to the step's prompt count
             int target = Math.max(1, (problems.size() + k - 1) / k);
-            train = StepPipeline.dynamicSample(r.scored(), target);
+            train = StepPipeline.dynamicSample(r.scored(), target, config.recipe().minWithinLength());
             int kept = (int) train.stream().mapToInt(Scored::group).distinct().count();
             // a short batch: TAO-RL's release repeats its informative groups up to the target (Recipe.Refill)
             if (config.recipe().refill() == Recipe.Refill.REPLICATE) train = StepPipeline.replicateGroups(train, target);

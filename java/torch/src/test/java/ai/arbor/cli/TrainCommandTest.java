@@ -205,9 +205,14 @@ class TrainCommandTest {
 
     @Test
     void taoRlOversamplesAndCortTrainsEndToEnd(@TempDir Path dir) throws Exception {
-        // tao-rl rolls out 3× the prompts (2 → 6 groups) and trains on at most 2 informative ones, filled up to 2 by copies
+        // tao-rl rolls out 3× the prompts (2 → 6 groups) and trains on at most 2 informative ones, filled up to 2 by copies;
+        // groups of 4, the fewest its release's overlong rule (min_n = 4) trains, where 2 is refused by name
         Path tao = dir.resolve("tao");
-        run(concat(concat(new String[] {"train"}, TINY), "--recipe", "tao-rl", "--out", tao.toString()));
+        String[] tiny4 = TINY.clone();
+        tiny4[java.util.Arrays.asList(tiny4).indexOf("--group-size") + 1] = "4";
+        var e = assertThrows(IllegalArgumentException.class, () -> parsed("--recipe", "tao-rl", "--group-size", "2"));
+        assertTrue(e.getMessage().contains("2 responses per prompt"), e.getMessage());
+        run(concat(concat(new String[] {"train"}, tiny4), "--recipe", "tao-rl", "--out", tao.toString()));
         List<Map<String, Object>> rl = jsonl(tao.resolve("metrics.jsonl")).stream().filter(r -> "rl".equals(r.get("phase"))).toList();
         assertEquals(2, rl.size());
         for (Map<String, Object> r : rl) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Merge `arbor compare` outputs run per seed (or per recipe) into one table, with paired differences.
 
-usage: merge-compare.py OUT_DIR [--evals DIR] [--prompts N] [--steps N] SPEC...
+usage: merge-compare.py OUT_DIR [--evals DIR] [--prompts N] [--steps N] [--samples N] SPEC...
   SPEC = path/to/compare.json[:recipe=label]   (rename a recipe of that file, e.g. :tao-rl=tao-rl (shrink))
   --evals DIR: `arbor eval --out DIR/T1-<compare dir>-<recipe>.md` tables at one sampling, added as a column
 Writes OUT_DIR/compare.md and OUT_DIR/compare.json. Paired differences: per seed d = a - b, mean and its
@@ -12,13 +12,14 @@ from itertools import combinations
 
 args = sys.argv[1:]
 out = args.pop(0)
-evals, prompts, steps = None, 12, 20
+evals, prompts, steps, samples = None, 12, 20, 4
 specs = []
 while args:
     a = args.pop(0)
     if a == "--evals": evals = args.pop(0)
     elif a == "--prompts": prompts = int(args.pop(0))
     elif a == "--steps": steps = int(args.pop(0))
+    elif a == "--samples": samples = int(args.pop(0))   # evaluation samples per problem (arith 4, kb 2)
     else: specs.append(a)
 
 runs, commands = {}, []
@@ -65,10 +66,10 @@ L = []
 for c, mins, ren in commands:
     L.append("`%s` (%.0f min)%s" % (c, mins, (" — recipe renamed: " + ", ".join("%s → %s" % kv for kv in ren.items())) if ren else ""))
     L.append("")
-L.append("Mean ± standard deviation over seeds %s. sampled = pass@1 of 4 samples per problem at the recipe's own sampling "
+L.append("Mean ± standard deviation over seeds %s. sampled = pass@1 of %d samples per problem at the recipe's own sampling "
          "(cort τ 0.6 / top-p 0.95, tree-grpo top-p 0.95, the others τ 1); sampled τ 1 = the same policies re-evaluated at τ 1, "
          "top-p 1 (`arbor eval`), and at τ 0.6, top-p 0.95 (CoRT's), two samplings common to all; greedy = greedy decoding; 100 held-out problems. Spend: "
-         "generated tokens and tool calls per rolled-out prompt (%d steps × %d prompts)." % (", ".join(map(str, seeds)), steps, prompts))
+         "generated tokens and tool calls per rolled-out prompt (%d steps × %d prompts)." % (", ".join(map(str, seeds)), samples, steps, prompts))
 L.append("")
 L.append("| policy | held-out acc. (sampled) | held-out acc. (sampled τ 1) | held-out acc. (τ 0.6, top-p 0.95) | held-out acc. (greedy) | tool use (sampled) | train acc. (last 5 steps) | generated tokens / prompt | tool calls / prompt | seconds | seeds |")
 L.append("|---|---|---|---|---|---|---|---|---|---|---|")

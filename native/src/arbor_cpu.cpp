@@ -15,12 +15,13 @@ static int detect_isa() {
         return ISA_SCALAR;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-        return ISA_AVX512;
+        return __builtin_cpu_supports("avx512bf16") ? ISA_AVX512_BF16 : ISA_AVX512;
     return ISA_AVX2;
 }
 
 static int isa_of_name(const char* name) {
     if (name == nullptr || *name == 0) return -1;
+    if (strcmp(name, "avx512-bf16") == 0) return ISA_AVX512_BF16;
     if (strcmp(name, "avx512") == 0) return ISA_AVX512;
     if (strcmp(name, "avx2") == 0 || strcmp(name, "avx2-fma") == 0) return ISA_AVX2;
     if (strcmp(name, "scalar") == 0) return ISA_SCALAR;
@@ -33,12 +34,15 @@ static int best_isa() {
     static const int best = [] {
         const int hw = detect_isa();
         const int env = isa_of_name(getenv("ARBOR_CPU_ISA"));
-        return env >= 0 && env < hw ? env : hw;
+        const int isa = env >= 0 && env < hw ? env : hw;
+        g_bf16_store = isa == ISA_AVX512_BF16;
+        return isa;
     }();
     return best;
 }
 
 static int g_forced = -1;  // -1: none
+bool g_bf16_store = false;
 
 int cpu_isa() {
     const int best = best_isa();
@@ -48,20 +52,23 @@ int cpu_isa() {
 }  // namespace arbor
 
 static const char* isa_name(int isa) {
-    return isa == arbor::ISA_AVX512 ? "avx512" : isa == arbor::ISA_AVX2 ? "avx2-fma" : "scalar";
+    return isa == arbor::ISA_AVX512_BF16 ? "avx512-bf16"
+           : isa == arbor::ISA_AVX512    ? "avx512"
+           : isa == arbor::ISA_AVX2      ? "avx2-fma"
+                                         : "scalar";
 }
 
 extern "C" const char* arbor_cpu_isa(void) { return isa_name(arbor::cpu_isa()); }
 extern "C" const char* arbor_cpu_best_isa(void) { return isa_name(arbor::best_isa()); }
-extern "C" void arbor_cpu_force_scalar(int force) { arbor::g_forced = force ? arbor::ISA_SCALAR : -1; }
+extern "C" void arbor_cpu_force_scalar(int force) {
+    arbor::g_forced = force ? arbor::ISA_SCALAR : -1;
+    arbor::g_bf16_store = arbor::cpu_isa() == arbor::ISA_AVX512_BF16;
+}
 extern "C" int arbor_cpu_force_isa(const char* name) {
-    if (name == nullptr) {
-        arbor::g_forced = -1;
-        return ARBOR_OK;
-    }
-    const int isa = arbor::isa_of_name(name);
-    if (isa < 0 || isa > arbor::best_isa()) return ARBOR_ERR_UNSUPPORTED;
+    const int isa = name == nullptr ? -1 : arbor::isa_of_name(name);
+    if (name != nullptr && (isa < 0 || isa > arbor::best_isa())) return ARBOR_ERR_UNSUPPORTED;
     arbor::g_forced = isa;
+    arbor::g_bf16_store = arbor::cpu_isa() == arbor::ISA_AVX512_BF16;
     return ARBOR_OK;
 }
 extern "C" float arbor_bf16_to_f32(uint16_t h) { return arbor::bf16_to_f32(h); }

@@ -63,6 +63,10 @@ struct CandidateSink {
     int64_t m, limit, k;
 };
 
+// True while the path in use is avx512-bf16: the AVX-512 kernels store bf16 with VCVTNEPS2BF16
+// (vec_avx512.inc bf16_bits). Set with the path (arbor_cpu.cpp), read by every bf16 store.
+extern bool g_bf16_store;
+
 // Below this, e^d underflows fp32's normal range: treated as exactly 0 (ln FLT_MIN).
 static const float EXP_LO = -87.3365447505531f;
 
@@ -127,6 +131,11 @@ struct ScalarIsa {
         for (; j + scalar::W <= n; j += scalar::W) scalar::vstore(out + j, scalar::vexp(scalar::vload(x + j, F32Tag{})), F32Tag{});
         for (; j < n; ++j) out[j] = scalar::vexp(scalar::V{x[j]}).v;
     }
+    static void to_bf16(const float* x, int64_t n, uint16_t* out) {
+        int64_t j = 0;
+        for (; j + scalar::W <= n; j += scalar::W) scalar::vstore(out + j, scalar::vload(x + j, F32Tag{}), BF16Tag{});
+        for (; j < n; ++j) out[j] = f32_to_bf16(x[j]);
+    }
     static void exp_lo(const float* x, int64_t n, float* out, float* dc) {
         for (int64_t j = 0; j < n; j += scalar::W) {
             const int64_t len = n - j < scalar::W ? n - j : scalar::W;
@@ -166,6 +175,12 @@ struct Avx2Isa {
         int64_t j = 0;
         for (; j + avx2::W <= n; j += avx2::W) avx2::vstore(out + j, avx2::vexp(avx2::vload(x + j, F32Tag{})), F32Tag{});
         for (; j < n; ++j) out[j] = scalar::vexp(scalar::V{x[j]}).v;
+    }
+    __attribute__((target("avx2,fma,f16c")))
+    static void to_bf16(const float* x, int64_t n, uint16_t* out) {
+        int64_t j = 0;
+        for (; j + avx2::W <= n; j += avx2::W) avx2::vstore(out + j, avx2::vload(x + j, F32Tag{}), BF16Tag{});
+        for (; j < n; ++j) out[j] = f32_to_bf16(x[j]);
     }
     __attribute__((target("avx2,fma,f16c")))
     static void exp_lo(const float* x, int64_t n, float* out, float* dc) {
@@ -209,6 +224,12 @@ struct Avx512Isa {
         for (; j < n; ++j) out[j] = scalar::vexp(scalar::V{x[j]}).v;
     }
     __attribute__((target(ARBOR_AVX512_TARGET)))
+    static void to_bf16(const float* x, int64_t n, uint16_t* out) {
+        int64_t j = 0;
+        for (; j + avx512::W <= n; j += avx512::W) avx512::vstore(out + j, avx512::vload(x + j, F32Tag{}), BF16Tag{});
+        for (; j < n; ++j) out[j] = f32_to_bf16(x[j]);
+    }
+    __attribute__((target(ARBOR_AVX512_TARGET)))
     static void exp_lo(const float* x, int64_t n, float* out, float* dc) {
         for (int64_t j = 0; j < n; j += avx512::W) {
             const int64_t len = n - j < avx512::W ? n - j : avx512::W;
@@ -220,7 +241,9 @@ struct Avx512Isa {
 };
 
 // The ISA levels, in the order of preference (arbor_cpu_isa names them).
-enum CpuIsa { ISA_SCALAR = 0, ISA_AVX2 = 1, ISA_AVX512 = 2 };
+// avx512-bf16 is the AVX-512 path with hardware bf16 stores (AVX512_BF16): the same kernels and the same
+// bits (g_bf16_store).
+enum CpuIsa { ISA_SCALAR = 0, ISA_AVX2 = 1, ISA_AVX512 = 2, ISA_AVX512_BF16 = 3 };
 
 // The ISA in use: the best this CPU has, lowered by ARBOR_CPU_ISA (read once, at first use) or by
 // arbor_cpu_force_isa / arbor_cpu_force_scalar.
@@ -228,7 +251,7 @@ int cpu_isa();
 
 // Calls KERNEL<Isa, ...>(args) with the ISA chosen at load time.
 #define ARBOR_DISPATCH(KERNEL, ...)                                                 \
-    (::arbor::cpu_isa() == ::arbor::ISA_AVX512 ? KERNEL<::arbor::Avx512Isa, __VA_ARGS__> \
+    (::arbor::cpu_isa() >= ::arbor::ISA_AVX512 ? KERNEL<::arbor::Avx512Isa, __VA_ARGS__> \
      : ::arbor::cpu_isa() == ::arbor::ISA_AVX2 ? KERNEL<::arbor::Avx2Isa, __VA_ARGS__>   \
                                                 : KERNEL<::arbor::ScalarIsa, __VA_ARGS__>)
 

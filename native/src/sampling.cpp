@@ -512,6 +512,7 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
                                   min_ps,      seed,         seeds, keys,  step,  steps,  row_mask};             \
         try {                                                                                                    \
             switch (arbor::cpu_isa()) {                                                                          \
+                case arbor::ISA_AVX512_BF16:                                                                     \
                 case arbor::ISA_AVX512:                                                                          \
                     return arbor::sample_kernel<arbor::SampleAvx512Isa, arbor::TAG>(                             \
                             logits, rows, vocab, row_stride, vocab_limit, a, tokens, token_dtype, logprob_sampled, \

@@ -38,6 +38,13 @@ static int exp_array(const float* x, int64_t n, float* out, float* dc) {
     return ARBOR_OK;
 }
 
+template <class Isa, class R>
+static int bf16_array(const float* x, int64_t n, uint16_t* out) {
+    if (n < 0 || (n > 0 && (x == nullptr || out == nullptr))) return ARBOR_ERR_ARG;
+    Isa::to_bf16(x, n, out);
+    return ARBOR_OK;
+}
+
 }  // namespace arbor
 
 extern "C" int arbor_cpu_stream_read(const float* src, int64_t rows, int64_t cols, float* sums, int num_threads) {
@@ -58,4 +65,8 @@ extern "C" int arbor_cpu_stream_copy(const float* src, float* dst, int64_t rows,
 
 extern "C" int arbor_cpu_exp(const float* x, int64_t n, float* out, float* dc) {
     return ARBOR_DISPATCH(arbor::exp_array, int)(x, n, out, dc);
+}
+
+extern "C" int arbor_cpu_to_bf16(const float* x, int64_t n, uint16_t* out) {
+    return ARBOR_DISPATCH(arbor::bf16_array, int)(x, n, out);
 }

@@ -76,6 +76,10 @@ int arbor_cpu_stream_copy(const float* src, float* dst, int64_t rows, int64_t co
  * NaN, dc[i] = max(x[i], ln FLT_MIN) (NaN for NaN); only x <= 0 is defined here. */
 int arbor_cpu_exp(const float* x, int64_t n, float* out, float* dc);
 
+/* The kernels' bf16 store on the current path, for its tests: out[i] = x[i] rounded to bf16 (nearest
+ * even, NaN quiet, denormals kept), as every bf16 gradient and output is written. */
+int arbor_cpu_to_bf16(const float* x, int64_t n, uint16_t* out);
+
 /* ------------------------------------------------------------------------------------------------
  * Token statistics (docs/algorithms.md §1).
  *

@@ -44,6 +44,8 @@ public final class ArborCpu {
 
     public static native int arbor_cpu_exp(@Cast("const float*") float[] x, long n, float[] out, float[] dc);
 
+    public static native int arbor_cpu_to_bf16(@Cast("const float*") float[] x, long n, @Cast("uint16_t*") short[] out);
+
     // ---- token stats forward -------------------------------------------------------------------
 
     public static native int arbor_cpu_token_stats_fwd_f32(@Cast("const float*") long logits, long rows, long vocab,

@@ -55,7 +55,7 @@ public class KernelFloorBench {
     @Param({"F32", "BF16"})
     public String dtype;
 
-    @Param({"avx512", "avx2-fma"})
+    @Param({"avx512-bf16", "avx512", "avx2-fma"})
     public String isa;
 
     @Param({"2"})

@@ -33,7 +33,8 @@ public enum Backend {
     }
 
     /**
-     * The CPU SIMD path in use: {@code "avx512"}, {@code "avx2-fma"} or {@code "scalar"} (the best this
+     * The CPU SIMD path in use: {@code "avx512-bf16"} (AVX-512 with the hardware bf16 store),
+     * {@code "avx512"}, {@code "avx2-fma"} or {@code "scalar"} (the best this
      * CPU has unless {@code ARBOR_CPU_ISA} or {@link Kernels#forceCpuIsa} chose a lower one).
      */
     public static String cpuIsa() {

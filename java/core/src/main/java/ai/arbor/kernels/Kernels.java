@@ -35,7 +35,7 @@ public final class Kernels {
     }
 
     /**
-     * Forces the CPU SIMD path {@code isa} ({@code "avx512"}, {@code "avx2-fma"}, {@code "scalar"}; see
+     * Forces the CPU SIMD path {@code isa} ({@code "avx512-bf16"}, {@code "avx512"}, {@code "avx2-fma"}, {@code "scalar"}; see
      * {@link #cpuIsas()}) for tests and benchmarks, or restores runtime dispatch ({@code null}).
      * Process-wide: not to be changed while kernels run on other threads. The environment variable
      * {@code ARBOR_CPU_ISA} caps the path for the whole process instead.
@@ -51,7 +51,7 @@ public final class Kernels {
     /** The CPU SIMD paths available here, best first (always ending in {@code "scalar"}). */
     public static List<String> cpuIsas() {
         String best = ArborCpu.arbor_cpu_best_isa().getString();
-        List<String> all = List.of("avx512", "avx2-fma", "scalar");
+        List<String> all = List.of("avx512-bf16", "avx512", "avx2-fma", "scalar");
         return all.subList(all.indexOf(best), all.size());
     }
 

@@ -112,6 +112,55 @@ class CpuPathsTest {
         System.out.printf("exp %s: worst %.3f ulp at %s, denormal results %.3f ulp of 2^-149%n", isa, worst, at, worstDenormal);
     }
 
+    /**
+     * The bf16 store every kernel writes bf16 with (avx512-bf16: VCVTNEPS2BF16, which flushes denormal inputs, so a
+     * vector holding one takes the software rounding): round to nearest, ties to even, NaN kept and quiet,
+     * denormals kept, overflow to ±inf — against an independent rounding (the nearer of the two neighbouring
+     * bf16 values, in exact double arithmetic) over every 997th bit pattern, a vector of ties and a vector with
+     * one denormal lane among normal ones.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("isas")
+    void bf16StoreRoundsToNearestEvenOverTheWholeFloatRange(String isa) {
+        Kernels.forceCpuIsa(isa);
+        float[] sweep = sweep();
+        float[] x = new float[32 + sweep.length];
+        for (int i = 0; i < 16; i++) x[i] = Float.intBitsToFloat(0x3f800000 + (i << 16) + 0x8000);   // ties, both parities
+        for (int i = 16; i < 32; i++) x[i] = 1.5f + i * 0.001f;
+        x[21] = Float.intBitsToFloat(0x00012345);    // one denormal lane (16..31 is one 16-lane vector)
+        x[22] = -Float.intBitsToFloat(0x00008000);   // a tie between denormals: to the even one, -0
+        System.arraycopy(sweep, 0, x, 32, sweep.length);
+        short[] out = new short[x.length];
+        Kernels.check(ArborCpu.arbor_cpu_to_bf16(x, x.length, out), "to_bf16");
+        int denormals = 0;
+        for (int i = 0; i < x.length; i++) {
+            int got = out[i] & 0xffff, bits = Float.floatToRawIntBits(x[i]);
+            if (Float.isNaN(x[i])) {
+                assertTrue((got & 0x7f80) == 0x7f80 && (got & 0x7f) != 0 && (got & 0x40) != 0 && got >>> 15 == bits >>> 31,
+                        isa + ": NaN " + Integer.toHexString(bits) + " -> " + Integer.toHexString(got));
+                assertEquals(bits >>> 16 | 0x40, got, isa + ": NaN payload kept");
+                continue;
+            }
+            if (Math.abs(x[i]) < Float.MIN_NORMAL && x[i] != 0) denormals++;
+            assertEquals(bf16Nearest(x[i]), got, isa + ": " + x[i] + " (" + Integer.toHexString(bits) + ")");
+        }
+        assertEquals(0x3f82, out[1] & 0xffff, "1.0078125 (odd) + half an ulp: up to the even neighbour");
+        assertEquals(0x3f80, out[0] & 0xffff, "1 + half an ulp, even: stays");
+        assertTrue(denormals > 8000, denormals + " denormal inputs");
+    }
+
+    /** x to bf16 bits: the nearer of the two bf16 neighbours (truncation and the next one up), ties to an even mantissa. */
+    static int bf16Nearest(float x) {
+        int bits = Float.floatToRawIntBits(x), sign = bits & 0x80000000, mag = bits & 0x7fffffff;
+        if (mag == 0x7f800000) return (bits >>> 16);
+        int lo = mag & 0xffff0000, hi = lo + 0x10000;
+        double v = Float.intBitsToFloat(mag), dLo = v - Float.intBitsToFloat(lo);
+        double hiValue = hi == 0x7f800000 ? Math.scalb(1.0, 128) : Float.intBitsToFloat(hi);   // past FLT_MAX: bf16's inf
+        double dHi = hiValue - v;
+        int r = dLo < dHi ? lo : dLo > dHi ? hi : ((lo >>> 16) & 1) == 0 ? lo : hi;
+        return (sign | r) >>> 16;
+    }
+
     static float exp1(String isa, float x) {
         float[] out = new float[1];
         Kernels.check(ArborCpu.arbor_cpu_exp(new float[] {x}, 1, out, null), "exp");

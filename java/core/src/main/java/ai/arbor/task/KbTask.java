@@ -18,42 +18,35 @@ import org.apache.lucene.analysis.tokenattributes.CharTermAttribute;
  * (random names), so nothing about it can be known in advance or downloaded.
  *
  * <p>Facts: a person is employed by an organisation and was born in a city; an organisation was founded
- * by a person and is based in a city. One document per entity states its facts (title = the entity's
- * name), always in the same layout:
- * <pre>{@code NOXZ is employed by GYPL. NOXZ was born in MIJK.
- * GYPL was founded by JXUE. GYPL is based in HWOZ.
- * MIJK is a city.}</pre>
- * Question templates, each ending with the name to search first and needing the first hop's answer as
- * the second search:
+ * by a person and is based in a city. One document per fact (title = its subject's name), always in one
+ * layout, the fact's object last:
+ * <pre>{@code The employer of NOXZ is GYPL.     The birthplace of NOXZ is MIJK.
+ * The founder of GYPL is JXUE.      The city of GYPL is HWOZ.}</pre>
+ * A search names the subject and the relation ({@code NOXZ employer}); BM25 ranks the one document with both
+ * terms first. Question templates, each ending with the name to search first and needing the first hop's
+ * answer as the second search:
  * <ul>
- *   <li>City of the employer of P? (P → org → its city)
- *   <li>Founder of the employer of P? (P → org → its founder)
- *   <li>Birthplace of the founder of O? (O → founder → his city)
+ *   <li>City of the employer of P? (search {@code P employer} → O, then {@code O city})
+ *   <li>Founder of the employer of P? ({@code P employer} → O, then {@code O founder})
+ *   <li>Birthplace of the founder of O? ({@code O founder} → F, then {@code F birthplace})
  * </ul>
  * The held-out split asks about people and organisations that no training question mentions.
  *
- * <p>Why these names: the character-level policy must copy three names — the question's name into the
- * first search, the second-hop name from the first result into the second search, the answer from the
- * second result. Every name is {@value #NAME_CHARS} distinct capitals from {@link #LETTERS} (letters that no
- * capital of the fixed text uses), and the names of one document share no letter, so every letter of a name
- * occurs in the result it is copied from only inside that name: a copy that finds the letter just written
- * and takes the one after it (an induction head) is never misled. The first letter of a name has no such key
- * (it follows the relation phrase) and must be found by position: with these names a 2500-step cold start reached
- * 0.485 and 0.640 greedy held-out accuracy on seeds 1 and 3, 0.00 on seeds 2 and 4 (seed 2 never copied the second
- * search's first letter)
- * (bench/RESULTS.md, "The kb cold start with distinct-letter names"). Every question ends with its name and
- * {@code "?"}, every name has the same length and the relation phrases have equal lengths across entity types
- * ({@code " is employed by "} / {@code " was founded by "}, {@code " was born in "} / {@code " is based in "}),
- * so the second-hop name sits at one offset of every result and the answer at one of two (a founder's or a
- * city's slot, chosen by the question's first word); the search returns one hit, so a result's layout never
- * varies.
+ * <p>Why this layout: the character-level policy must copy three names — the question's name into the first
+ * search, the first result's object into the second search, the second result's object into the answer — and
+ * the relation words from the question. Every name is {@value #NAME_CHARS} distinct capitals from
+ * {@link #LETTERS} (letters that no capital of the fixed text uses), and the names of one fact share no letter,
+ * so every letter of a copied name occurs in its result only inside that name (a copy that finds the letter
+ * just written and takes the one after it, an induction head, is never misled); and every copied object ends
+ * its result, so it lies at one distance back from where the policy writes the copy, whatever the question.
  *
- * <p>The earlier names were consonant–vowel syllables ({@code Zuga Nosi}, {@code Duma Corp}, {@code Bumak}):
- * with them a 1000-step cold start answered 0.14–0.195 of the held-out questions (greedy). It searched and
- * picked the right slot but miscopied a letter or two of a name, nearly always in a word's second syllable —
- * a lower-case letter that the result repeats dozens of times, so copying by content (the previous
- * occurrence of the letter just written) lands in the wrong place (bench/RESULTS.md, "Why the kb cold start
- * stays near 0.15"). These names are also 12 copied letters per answer instead of 23.
+ * <p>The earlier layouts, one document per entity with all its facts ({@code NOXZ is employed by GYPL. NOXZ was
+ * born in MIJK.}) searched by the name alone: with consonant–vowel names ({@code Zuga Nosi}) a 1000-step cold
+ * start answered 0.14–0.195 of the held-out questions (greedy), miscopying letters that the result repeats; with
+ * distinct-letter names a 2500-step one reached 0.485 and 0.640 on seeds 1 and 3 and 0.00 on seeds 2 and 4, and
+ * even the seeds that learnt it answered only the founder questions, whose answer sits at the same offset as the
+ * second search's name, never the city slot further on (bench/RESULTS.md, "The kb cold start with
+ * distinct-letter names").
  */
 public final class KbTask {
     /** A corpus document. */
@@ -68,6 +61,8 @@ public final class KbTask {
      * {@code S}, which the search's stemmer strips from a word's end.
      */
     static final String LETTERS = "AEGHIJKLMNOPRUVWXYZ";
+    /** The relations, as the documents and the searches write them. */
+    static final String EMPLOYER = "employer", BIRTHPLACE = "birthplace", FOUNDER = "founder", CITY = "city";
     /** Distinct names: ordered choices of {@value #NAME_CHARS} distinct letters. */
     private static final int WORDS = 19 * 18 * 17 * 16;
     /** Organisations, people and cities take about 6 names per organisation; at most a quarter of all names is drawn. */
@@ -114,11 +109,15 @@ public final class KbTask {
             founder.put(o, f);
             hq.put(o, city(cities, mask(o) | mask(f), names, rnd));
         }
-        for (String p : people)
-            corpus.add(new Doc("p" + corpus.size(), p, p + " is employed by " + employer.get(p) + ". " + p + " was born in " + birthplace.get(p) + "."));
-        for (String o : orgs)
-            corpus.add(new Doc("o" + corpus.size(), o, o + " was founded by " + founder.get(o) + ". " + o + " is based in " + hq.get(o) + "."));
-        for (String c : cities) corpus.add(new Doc("c" + corpus.size(), c, c + " is a city."));
+        // one document per fact, the name it states last: a search names the subject and the relation
+        for (String p : people) {
+            corpus.add(fact(p, EMPLOYER, employer.get(p)));
+            corpus.add(fact(p, BIRTHPLACE, birthplace.get(p)));
+        }
+        for (String o : orgs) {
+            corpus.add(fact(o, FOUNDER, founder.get(o)));
+            corpus.add(fact(o, CITY, hq.get(o)));
+        }
 
         // held-out questions come from the last quarter of the first nPeople people and of the organisations, train
         // from the rest (founders added for tiny knowledge bases are asked about in no question)
@@ -127,12 +126,12 @@ public final class KbTask {
         for (int i = 0; i < nPeople; i++) {
             String p = people.get(i), o = employer.get(p);
             boolean test = i >= pCut;
-            pool.add(problem(test, "City of the employer of " + p + "?", hq.get(o), p, o));
-            pool.add(problem(test, "Founder of the employer of " + p + "?", founder.get(o), p, o));
+            pool.add(problem(test, "City of the employer of " + p + "?", hq.get(o), p, EMPLOYER, o, CITY));
+            pool.add(problem(test, "Founder of the employer of " + p + "?", founder.get(o), p, EMPLOYER, o, FOUNDER));
         }
         for (int i = 0; i < orgs.size(); i++) {
             String o = orgs.get(i), f = founder.get(o);
-            pool.add(problem(i >= oCut, "Birthplace of the founder of " + o + "?", birthplace.get(f), o, f));
+            pool.add(problem(i >= oCut, "Birthplace of the founder of " + o + "?", birthplace.get(f), o, FOUNDER, f, BIRTHPLACE));
         }
         java.util.Collections.shuffle(pool, rnd);
         for (Problem p : pool) {
@@ -206,9 +205,25 @@ public final class KbTask {
         }
     }
 
-    private static Problem problem(boolean test, String question, String answer, String hop1, String hop2) {
+    private static Problem problem(boolean test, String question, String answer, String hop1, String rel1, String hop2, String rel2) {
         return new Problem(test ? "test" : "train", question, List.of(answer),
-                List.of(new Problem.ToolStep("search", hop1), new Problem.ToolStep("search", hop2)));
+                List.of(new Problem.ToolStep("search", query(hop1, rel1)), new Problem.ToolStep("search", query(hop2, rel2))));
+    }
+
+    /** The search for one fact: the subject's name, a space, the relation ({@code "NOXZ employer"}). */
+    static String query(String name, String relation) {
+        return name + " " + relation;
+    }
+
+    /** The name a search of {@link #query} form asks about (its first {@value #NAME_CHARS} characters). */
+    public static String subject(String query) {
+        if (query.length() < NAME_CHARS) throw new IllegalArgumentException("not a kb search (name, space, relation): '" + query + "'");
+        return query.substring(0, NAME_CHARS);
+    }
+
+    /** The document stating one fact: {@code "The employer of NOXZ is GYPL."}, titled with the subject. */
+    private Doc fact(String subject, String relation, String object) {
+        return new Doc("f" + corpus.size(), subject, "The " + relation + " of " + subject + " is " + object + ".");
     }
 
     private static Problem renumber(Problem p, String id) {

@@ -17,14 +17,14 @@ import java.util.Map;
  * search, so observations stay short for a character-level tokenizer), answers in {@code <answer>} tags
  * graded by exact match ({@link QaGrader}). A solved response reads
  * <pre>{@code Q: Founder of the employer of NOXZ?
- * <search>NOXZ</search> <result>
- * Doc 1(Title: NOXZ) NOXZ is employed by GYPL. NOXZ was born in MIJK.
- * </result><search>GYPL</search> <result>
- * Doc 1(Title: GYPL) GYPL was founded by JXUE. GYPL is based in HWOZ.
+ * <search>NOXZ employer</search> <result>
+ * Doc 1(Title: NOXZ) The employer of NOXZ is GYPL.
+ * </result><search>GYPL founder</search> <result>
+ * Doc 1(Title: GYPL) The founder of GYPL is JXUE.
  * </result><answer>JXUE</answer>}</pre>
- * Every name has a fixed length and every result the same layout, and no letter of a name recurs elsewhere in
- * the result it is copied from ({@link KbTask}), so each copy the policy
- * makes (question → first search, result → second search, result → answer) spans a fixed distance.
+ * Every name has a fixed length and every result ends with the name to copy next, no letter of which recurs
+ * elsewhere in the result ({@link KbTask}), so the copies from a result (into the second search, into the
+ * answer) span one fixed distance.
  */
 final class KbTraining implements TrainingTask {
     /** The cold start: 40 % two searches, 20 % one search then a guess, 40 % a guess without searching. */
@@ -99,7 +99,7 @@ final class KbTraining implements TrainingTask {
             case TOOL -> (turn, so) -> switch (turn) {
                 case 0 -> "<search>" + hop1 + "</search>";
                 // the next hop is what the search returned; a demonstration whose search missed is dropped
-                case 1 -> lastResultContains(so, hop2) ? "<search>" + hop2 + "</search>" : null;
+                case 1 -> lastResultContains(so, KbTask.subject(hop2)) ? "<search>" + hop2 + "</search>" : null;
                 default -> lastResultContains(so, p.answer()) ? answer : null;
             };
             case PARTIAL -> (turn, so) -> turn == 0 ? "<search>" + hop1 + "</search>" : answer;

@@ -2,6 +2,7 @@ package ai.arbor.task;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -164,72 +165,73 @@ class TasksTest {
         KbTask kb = new KbTask(3, 300, 60);
         assertEquals(300, kb.train().size());
         assertEquals(60, kb.heldOut().size());
-        var byTitle = new java.util.HashMap<String, String>();
-        kb.corpus().forEach(d -> byTitle.put(d.title(), d.text()));
-        assertEquals(kb.corpus().size(), byTitle.size(), "distinct titles");
-        for (var p : kb.train()) checkAnswerable(p, byTitle);
-        for (var p : kb.heldOut()) checkAnswerable(p, byTitle);
+        var facts = facts(kb);
+        for (var p : kb.train()) checkAnswerable(p, facts);
+        for (var p : kb.heldOut()) checkAnswerable(p, facts);
         Set<String> trainSubjects = new HashSet<>();
-        kb.train().forEach(p -> trainSubjects.add(p.plan().get(0).argument()));
-        kb.heldOut().forEach(p -> assertFalse(trainSubjects.contains(p.plan().get(0).argument()),
+        kb.train().forEach(p -> trainSubjects.add(KbTask.subject(p.plan().get(0).argument())));
+        kb.heldOut().forEach(p -> assertFalse(trainSubjects.contains(KbTask.subject(p.plan().get(0).argument())),
                 "held-out subject also asked about in train: " + p.plan().get(0).argument()));
         // same seed, same knowledge base
         assertEquals(kb.train(), new KbTask(3, 300, 60).train());
     }
 
     static final Pattern NAME = Pattern.compile("[" + KbTask.LETTERS + "]{4}");
-    static final Pattern QUESTION = Pattern.compile("(City of the employer of|Founder of the employer of|Birthplace of the founder of) (.{4})\\?");
+    static final Pattern QUESTION = Pattern.compile("(City|Founder|Birthplace) of the (employer|founder) of (.{4})\\?");
+    static final Pattern FACT = Pattern.compile("The (employer|birthplace|founder|city) of (.{4}) is (.{4})\\.");
 
-    /** The fixed shapes: names of 4 distinct capitals, every document in one layout, every question ending with its name. */
+    /** The knowledge base as search → object ({@code "NOXZ employer" → "GYPL"}), read back from the documents' text. */
+    static java.util.Map<String, String> facts(KbTask kb) {
+        var facts = new java.util.HashMap<String, String>();
+        for (KbTask.Doc d : kb.corpus()) {
+            Matcher m = FACT.matcher(d.text());
+            assertTrue(m.matches(), "a fact document: " + d.text());
+            assertEquals(m.group(2), d.title(), "titled with its subject: " + d.text());
+            assertNull(facts.put(m.group(2) + " " + m.group(1), m.group(3)), "one document per fact: " + d.text());
+        }
+        return facts;
+    }
+
+    /** The fixed shapes: names of 4 distinct capitals, one fact per document, the object last; every question ending with its name. */
     @Test
     void kbNamesQuestionsAndDocumentsHaveFixedShapes() {
         KbTask kb = new KbTask(5, 4000, 200);   // the default split sizes of `arbor train`
         Set<String> people = new HashSet<>(), orgs = new HashSet<>(), cities = new HashSet<>();
         for (KbTask.Doc d : kb.corpus()) {
-            String t = d.title(), x = d.text();
-            assertTrue(NAME.matcher(t).matches() && distinctLetters(t), "a name of 4 distinct letters: " + t);
-            if (x.startsWith(t + " is employed by ")) {
-                people.add(t);
-                // 4 + " is employed by " + 4 + ". " + 4 + " was born in " + 4 + "."
-                assertEquals(48, x.length(), x);
-                assertEquals(". " + t + " was born in ", x.substring(24, 43), x);
-                assertTrue(x.endsWith("."), x);
-                orgs.add(x.substring(20, 24));
-                cities.add(x.substring(43, 47));
-                assertDisjoint(t, x.substring(20, 24), x.substring(43, 47));
-            } else if (x.startsWith(t + " was founded by ")) {
-                orgs.add(t);
-                assertEquals(48, x.length(), x);
-                assertEquals(". " + t + " is based in ", x.substring(24, 43), x);
-                assertTrue(x.endsWith("."), x);
-                people.add(x.substring(20, 24));
-                cities.add(x.substring(43, 47));
-                assertDisjoint(t, x.substring(20, 24), x.substring(43, 47));
-            } else {
-                assertEquals(t + " is a city.", x);
-                cities.add(t);
+            Matcher m = FACT.matcher(d.text());
+            assertTrue(m.matches(), d.text());
+            String subject = m.group(2), object = m.group(3);
+            assertTrue(NAME.matcher(subject).matches() && distinctLetters(subject), "a name of 4 distinct letters: " + subject);
+            assertTrue(NAME.matcher(object).matches() && distinctLetters(object), "a name of 4 distinct letters: " + object);
+            assertEquals(0, KbTask.mask(subject) & KbTask.mask(object), d.text());
+            switch (m.group(1)) {
+                case "employer" -> { people.add(subject); orgs.add(object); }
+                case "birthplace" -> { people.add(subject); cities.add(object); }
+                case "founder" -> { orgs.add(subject); people.add(object); }
+                default -> { orgs.add(subject); cities.add(object); }
             }
         }
-        for (String n : people) assertTrue(NAME.matcher(n).matches() && distinctLetters(n), n);
         assertEquals(4 * orgs.size(), people.size());
         assertTrue(cities.size() >= orgs.size() / 2, cities.size() + " cities");
-        // no name is of two kinds, so every search finds one document
+        // no name is of two kinds
         assertEquals(Set.of(), intersection(people, orgs));
         assertEquals(Set.of(), intersection(people, cities));
         assertEquals(Set.of(), intersection(orgs, cities));
-        assertEquals(people.size() + orgs.size() + cities.size(), kb.corpus().size());
-        var byTitle = new java.util.HashMap<String, String>();
-        kb.corpus().forEach(d -> byTitle.put(d.title(), d.text()));
+        // every person and every organisation has both its facts
+        var facts = facts(kb);
+        assertEquals(2 * (people.size() + orgs.size()), kb.corpus().size());
+        for (String p : people) assertTrue(facts.containsKey(p + " employer") && facts.containsKey(p + " birthplace"), p);
+        for (String o : orgs) assertTrue(facts.containsKey(o + " founder") && facts.containsKey(o + " city"), o);
         for (var p : java.util.stream.Stream.concat(kb.train().stream(), kb.heldOut().stream()).toList()) {
             Matcher m = QUESTION.matcher(p.question());
             assertTrue(m.matches(), "question shape: " + p.question());
             String hop1 = p.plan().get(0).argument(), hop2 = p.plan().get(1).argument();
-            assertEquals(hop1, m.group(2), "the question ends with the first search");
-            // the second hop sits at offset 20 of the first result; the answer at 20 (founder) or 43 (city)
-            assertEquals(hop2, byTitle.get(hop1).substring(20, 24));
-            int at = m.group(1).startsWith("Founder") ? 20 : 43;
-            assertEquals(p.answer(), byTitle.get(hop2).substring(at, at + 4), p.question());
-            assertTrue(m.group(1).startsWith("Birthplace") ? orgs.contains(hop1) : people.contains(hop1), p.question());
+            // the first search: the question's name and its inner relation; the second: the first hop's object and the outer one
+            assertEquals(m.group(3) + " " + m.group(2), hop1, p.question());
+            assertEquals(facts.get(hop1) + " " + m.group(1).toLowerCase(java.util.Locale.ROOT), hop2, p.question());
+            assertEquals(p.answer(), facts.get(hop2), p.question());
+            assertTrue(m.group(2).equals("founder") ? orgs.contains(m.group(3)) : people.contains(m.group(3)), p.question());
+            assertFalse(m.group(1).equals("Birthplace") && m.group(2).equals("employer"), p.question());
         }
     }
 
@@ -241,19 +243,19 @@ class TasksTest {
             KbTask kb = new KbTask(seed, split[0], split[1]);
             int checked = 0;
             for (KbTask.Doc d : kb.corpus()) {
-                if (d.text().endsWith(" is a city.")) continue;
-                String x = d.text();
-                assertDisjoint(d.title(), x.substring(20, 24), x.substring(43, 47));
-                // the whole result as the policy reads it: each name letter occurs only inside the name it belongs to
-                String result = "Doc 1(Title: " + d.title() + ") " + x;
-                for (String n : List.of(d.title(), x.substring(20, 24), x.substring(43, 47)))
-                    for (char c : n.toCharArray())
-                        assertEquals(result.chars().filter(ch -> ch == c).count(), d.title().equals(n) ? 3 : 1,
-                                "letter " + c + " of " + n + " in " + result);
+                Matcher m = FACT.matcher(d.text());
+                assertTrue(m.matches(), d.text());
+                // the whole result as the policy reads it: the object's letters once, the subject's twice (title and text)
+                String result = "Doc 1(Title: " + d.title() + ") " + d.text();
+                for (char c : m.group(3).toCharArray())
+                    assertEquals(1, result.chars().filter(ch -> ch == c).count(), "letter " + c + " of " + m.group(3) + " in " + result);
+                for (char c : m.group(2).toCharArray())
+                    assertEquals(2, result.chars().filter(ch -> ch == c).count(), "letter " + c + " of " + m.group(2) + " in " + result);
+                assertTrue(result.endsWith(" is " + m.group(3) + "."), result);
                 checked++;
             }
-            int orgs = Math.max(8, (split[0] + split[1]) / 6);   // and 4 people per organisation, each with a document
-            assertTrue(checked >= 5 * orgs, checked + " person and organisation documents checked, expected at least " + 5 * orgs);
+            int orgs = Math.max(8, (split[0] + split[1]) / 6);   // 4 people per organisation; two facts each
+            assertTrue(checked >= 10 * orgs, checked + " fact documents checked, expected at least " + 10 * orgs);
         }
     }
 
@@ -265,12 +267,12 @@ class TasksTest {
         Set<String> trainQuestions = new HashSet<>(), trainNames = new HashSet<>();
         for (var p : kb.train()) {
             trainQuestions.add(p.question());
-            trainNames.add(p.plan().get(0).argument());
+            trainNames.add(KbTask.subject(p.plan().get(0).argument()));
         }
         assertEquals(4000, trainQuestions.size(), "distinct training questions");
         for (var p : kb.heldOut()) {
             assertFalse(trainQuestions.contains(p.question()), p.question());
-            assertFalse(trainNames.contains(p.plan().get(0).argument()), p.question());
+            assertFalse(trainNames.contains(KbTask.subject(p.plan().get(0).argument())), p.question());
         }
         assertEquals(200, new HashSet<>(kb.heldOut().stream().map(Problem::question).toList()).size());
     }
@@ -291,18 +293,25 @@ class TasksTest {
         return s;
     }
 
-    /** The task's own search (BM25, one hit) finds each hop's document first, for every question. */
+    /** The task's own search (BM25, one hit) finds each hop's fact first, for every question. */
     @Test
     void kbSearchFindsEveryHop() {
+        var facts = facts(new KbTask(5, 4000, 200));
         try (TrainingTask task = TrainingTask.create("kb", 5, 4000, 200);
                 ai.arbor.rollout.ToolSession tools = task.tools().open()) {
             var search = (ai.arbor.tools.SearchTool) tools.tool("search");
+            int searches = 0;
             for (var p : java.util.stream.Stream.concat(task.train().stream(), task.heldOut().stream()).toList()) {
                 for (var step : p.plan()) {
                     var hits = search.search(step.argument(), 1);
-                    assertEquals(step.argument(), hits.get(0).title(), "top hit for " + step.argument());
+                    String subject = KbTask.subject(step.argument()), relation = step.argument().substring(5);
+                    assertEquals(subject, hits.get(0).title(), "top hit for " + step.argument());
+                    assertEquals("The " + relation + " of " + subject + " is " + facts.get(step.argument()) + ".", hits.get(0).text(),
+                            "top hit for " + step.argument());
+                    searches++;
                 }
             }
+            assertEquals(2 * 4200, searches);
         }
     }
 
@@ -313,12 +322,12 @@ class TasksTest {
     }
 
     /** Following the plan through the corpus reaches the gold answer, and the question names only hop 1. */
-    private static void checkAnswerable(Problem p, java.util.Map<String, String> byTitle) {
+    private static void checkAnswerable(Problem p, java.util.Map<String, String> facts) {
         assertEquals(2, p.plan().size());
         String hop1 = p.plan().get(0).argument(), hop2 = p.plan().get(1).argument();
-        assertTrue(p.question().contains(hop1));
-        assertFalse(p.question().contains(hop2), "the second hop must come from a search: " + p.question());
-        assertTrue(byTitle.get(hop1).contains(hop2), "hop 1's document names hop 2");
-        assertTrue(byTitle.get(hop2).contains(p.answer()), "hop 2's document names the answer");
+        assertTrue(p.question().contains(KbTask.subject(hop1)));
+        assertFalse(p.question().contains(KbTask.subject(hop2)), "the second hop must come from a search: " + p.question());
+        assertEquals(KbTask.subject(hop2), facts.get(hop1), "hop 1's fact names hop 2");
+        assertEquals(p.answer(), facts.get(hop2), "hop 2's fact is the answer");
     }
 }

@@ -231,7 +231,7 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--sft-batch", description = "Demonstrations per SFT step (default 32).")
         Integer sftBatch;
 
-        @Option(names = "--sft-lr", description = "SFT peak learning rate (cosine, default 3e-3).")
+        @Option(names = "--sft-lr", description = "SFT peak learning rate (cosine; default 3e-3, kb 5e-3).")
         Double sftLr;
 
         @Option(names = "--steps", description = "RL steps (default 60).")

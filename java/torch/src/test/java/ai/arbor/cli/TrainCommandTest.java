@@ -136,10 +136,10 @@ class TrainCommandTest {
         assertEquals(d.setup().withOut(o.setup().out()), o.setup());
         assertEquals(Path.of("runs", "arith-grpo-seed1"), o.setup().out());
         assertEquals(50, o.sft().optim().warmupSteps(), "SFT warms up over a tenth of its 1000 steps, at most 50");
-        // kb's cold start is longer (2500 steps), the rest of it the same; --sft-steps still wins
+        // kb's cold start is longer (2500 steps) at lr 5e-3, the rest of it the same; --sft-steps still wins
         TrainingRun.Sft kb = parsed("--task", "kb").sft();
         assertEquals(2500, kb.steps());
-        assertEquals(TrainingRun.Sft.of(4000, 2500, 32, 3e-3, 1.0), kb);
+        assertEquals(TrainingRun.Sft.of(4000, 2500, 32, 5e-3, 1.0), kb);
         assertEquals(1000, d.sft().steps());
         assertEquals(300, parsed("--task", "kb", "--sft-steps", "300").sft().steps());
         assertEquals(1.0f, o.recipe().sampling().temperature());

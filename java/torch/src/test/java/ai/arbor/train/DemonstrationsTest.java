@@ -78,16 +78,16 @@ class DemonstrationsTest {
     void kbDemonstrationsFollowTheSearchResults() {
         try (TrainingTask task = TrainingTask.create("kb", 3, 30, 6)) {
             KbTask kb = new KbTask(3, 30, 6);  // the same knowledge base, for the expected passages
-            Map<String, String> byTitle = new java.util.HashMap<>();
-            kb.corpus().forEach(d -> byTitle.put(d.title(), d.text()));
+            Map<String, String> fact = new java.util.HashMap<>();   // search -> the one document it must find
+            kb.corpus().forEach(d -> fact.put(d.title() + " " + d.text().split(" ")[1], d.text()));
             List<Problem> ps = task.train().subList(0, 3);
             Demonstrations.Rendered r = Demonstrations.render(task, TOK, ps, List.of(DemoStyle.TOOL, DemoStyle.PARTIAL, DemoStyle.HAND), 2);
             assertEquals(3, r.demonstrations().size() + r.dropped());
             for (Demonstrations.Demonstration d : r.demonstrations()) {
                 Problem p = d.problem();
                 String hop1 = p.plan().get(0).argument(), hop2 = p.plan().get(1).argument(), answer = "<answer>" + p.answer() + "</answer>";
-                String obs1 = " <result>\nDoc 1(Title: " + hop1 + ") " + byTitle.get(hop1) + "\n</result>";
-                String obs2 = " <result>\nDoc 1(Title: " + hop2 + ") " + byTitle.get(hop2) + "\n</result>";
+                String obs1 = " <result>\nDoc 1(Title: " + KbTask.subject(hop1) + ") " + fact.get(hop1) + "\n</result>";
+                String obs2 = " <result>\nDoc 1(Title: " + KbTask.subject(hop2) + ") " + fact.get(hop2) + "\n</result>";
                 switch (d.style()) {
                     case TOOL -> {
                         assertEquals("<search>" + hop1 + "</search>" + obs1 + "<search>" + hop2 + "</search>" + obs2 + answer, d.response());

@@ -38,7 +38,7 @@ for spec in specs:
             for prefix, col in (("T1", "t1"), ("P95", "p95")):
                 f = os.path.join(evals, "%s-%s-%s.md" % (prefix, cdir, r["recipe"]))
                 if os.path.exists(f):
-                    m = re.search(r"\| τ=[0-9.]+, 4 samples \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|", open(f).read())
+                    m = re.search(r"\| τ=[0-9.]+, [0-9]+ samples \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|", open(f).read())
                     if m: r[col + "_accuracy"], r[col + "_tool_use"] = float(m.group(1)), float(m.group(2))
         if "gen_tokens" in r:
             r["tokens_per_prompt"] = r["gen_tokens"] / (steps * prompts)
@@ -101,8 +101,10 @@ def paired(a, b, k):
     sd = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1))
     return m, sd / math.sqrt(len(d)), len(d), d
 
+answers = 100 * samples   # 100 held-out problems
 L.append("Paired differences (row − column, per seed, mean ± standard error over %d seeds; ** = |mean| > 2 SE). "
-         "Eval noise alone: one accuracy of 400 sampled answers has SE ≤ 0.025, the mean of 3 seeds ≤ 0.014." % len(seeds))
+         "Eval noise alone: one accuracy of %d sampled answers has SE ≤ %.3f, the mean of %d seeds ≤ %.3f."
+         % (len(seeds), answers, 0.5 / math.sqrt(answers), len(seeds), 0.5 / math.sqrt(answers * len(seeds))))
 L.append("")
 rl = [l for l in labels if l != "sft"]
 for k, title in (("sampled_accuracy", "sampled (own sampling)"), ("t1_accuracy", "sampled τ 1"), ("p95_accuracy", "sampled τ 0.6, top-p 0.95"),

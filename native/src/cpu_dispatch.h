@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "exp_poly.h"
 #include "half.h"
@@ -121,9 +122,12 @@ struct ScalarIsa {
     }
     template <class Tag, class OTag>
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
-                     float g_H, int64_t label, typename OTag::T* out, bool stream) {
-        scalar::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream);
+                     float g_H, int64_t label, typename OTag::T* out, bool stream,
+                     const typename Tag::T* next = nullptr) {
+        scalar::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
     }
+    template <class OTag>
+    static void fill(typename OTag::T* out, int64_t n, float v, bool stream) { scalar::row_fill<OTag>(out, n, v, stream); }
     static float read(const float* row, int64_t n) { return scalar::row_read(row, n); }
     static void copy(const float* src, float* dst, int64_t n) { scalar::row_copy(src, dst, n); }
     static void exp(const float* x, int64_t n, float* out) {
@@ -163,9 +167,13 @@ struct Avx2Isa {
     template <class Tag, class OTag>
     __attribute__((target("avx2,fma,f16c")))
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
-                     float g_H, int64_t label, typename OTag::T* out, bool stream) {
-        avx2::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream);
+                     float g_H, int64_t label, typename OTag::T* out, bool stream,
+                     const typename Tag::T* next = nullptr) {
+        avx2::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
     }
+    template <class OTag>
+    __attribute__((target("avx2,fma,f16c")))
+    static void fill(typename OTag::T* out, int64_t n, float v, bool stream) { avx2::row_fill<OTag>(out, n, v, stream); }
     __attribute__((target("avx2,fma,f16c")))
     static float read(const float* row, int64_t n) { return avx2::row_read(row, n); }
     __attribute__((target("avx2,fma,f16c")))
@@ -210,9 +218,13 @@ struct Avx512Isa {
     template <class Tag, class OTag>
     __attribute__((target(ARBOR_AVX512_TARGET)))
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
-                     float g_H, int64_t label, typename OTag::T* out, bool stream) {
-        avx512::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream);
+                     float g_H, int64_t label, typename OTag::T* out, bool stream,
+                     const typename Tag::T* next = nullptr) {
+        avx512::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
     }
+    template <class OTag>
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static void fill(typename OTag::T* out, int64_t n, float v, bool stream) { avx512::row_fill<OTag>(out, n, v, stream); }
     __attribute__((target(ARBOR_AVX512_TARGET)))
     static float read(const float* row, int64_t n) { return avx512::row_read(row, n); }
     __attribute__((target(ARBOR_AVX512_TARGET)))
@@ -260,6 +272,20 @@ int cpu_isa();
 static inline bool stream_gradient(int64_t rows, int64_t row_stride, size_t elem_bytes) {
     return (double)rows * (double)row_stride * (double)elem_bytes >= 16.0 * 1024 * 1024;
 }
+
+// Bytes of this core's L2 (sysconf; 512 KiB where unknown).
+static inline int64_t l2_bytes() {
+    static const int64_t b = [] {
+        const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        return v > 0 ? (int64_t)v : (int64_t)512 * 1024;
+    }();
+    return b;
+}
+
+// Whether a kernel that reads each row twice (statistics, then gradient) prefetches the next row into L2 while
+// it writes the current row's gradient: when the row takes at most 3/4 of L2 (the row being re-read and the one
+// arriving share it; the consumed part of the first makes room for the second).
+static inline bool prefetch_next_row(int64_t row_bytes) { return row_bytes * 4 <= l2_bytes() * 3; }
 
 // Reads label r of an int32 / int64 label array.
 static inline int64_t read_label(const void* labels, int label_dtype, int64_t r) {

@@ -168,13 +168,14 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
                        typename OTag::T* grad, int64_t grad_row_stride, float* parts, int num_threads) {
     const float inv_t = 1.0f / c.temperature;
     const bool stream = stream_gradient(rows, grad_row_stride, sizeof(typename OTag::T));
+    const bool prefetch = stream && prefetch_next_row(vocab_limit * (int64_t)sizeof(typename Tag::T));
     std::atomic<int> bad_label{0};
     parallel_for(rows, num_threads, vocab, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
             typename OTag::T* out = grad + r * grad_row_stride;
             const float m = mask[r];
             if (!(m > 0.0f)) {  // masked: not read, zero gradient (as the token-stats row mask)
-                for (int64_t j = 0; j < vocab; ++j) out[j] = OTag::from_f32(0.0f);
+                Isa::template fill<OTag>(out, vocab, 0.0f, stream);
                 if (logprob_out) logprob_out[r] = 0.0f;
                 if (entropy_out) entropy_out[r] = 0.0f;
                 if (grad_logprob_out) grad_logprob_out[r] = 0.0f;
@@ -205,11 +206,13 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
             if (grad_entropy_out) grad_entropy_out[r] = t.g_h;
             store_parts(parts, rows, r, t);
             if (!(isfinite(lse) && isfinite(h))) {  // no distribution (or bad label): NaN row
-                for (int64_t j = 0; j < vocab; ++j) out[j] = OTag::from_f32(NAN);
+                Isa::template fill<OTag>(out, vocab, NAN, stream);
                 continue;
             }
-            // Gradient exactly as arbor_cpu_token_stats_bwd writes it, re-reading the row from cache.
-            Isa::template grad<Tag, OTag>(row, vocab_limit, vocab, inv_t, lse, h, t.g_lp, t.g_h, y, out, stream);
+            // Gradient exactly as arbor_cpu_token_stats_bwd writes it, re-reading the row from cache; the next
+            // row this thread reads arrives in L2 meanwhile.
+            const typename Tag::T* next = prefetch && r + 1 < end && mask[r + 1] > 0.0f ? row + row_stride : nullptr;
+            Isa::template grad<Tag, OTag>(row, vocab_limit, vocab, inv_t, lse, h, t.g_lp, t.g_h, y, out, stream, next);
         }
     });
     return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;

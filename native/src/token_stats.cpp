@@ -59,7 +59,7 @@ static int token_stats_bwd_typed(const typename Tag::T* logits, int64_t rows, in
         for (int64_t r = begin; r < end; ++r) {
             typename OTag::T* out = grad + r * grad_row_stride;
             if (row_mask != nullptr && !row_mask[r]) {
-                for (int64_t j = 0; j < vocab; ++j) out[j] = OTag::from_f32(0.0f);
+                Isa::template fill<OTag>(out, vocab, 0.0f, stream);
                 continue;
             }
             const typename Tag::T* row = logits + r * row_stride;
@@ -70,7 +70,7 @@ static int token_stats_bwd_typed(const typename Tag::T* logits, int64_t rows, in
                 y = read_label(labels, label_dtype, r);
                 if (y < 0 || y >= vocab_limit) {
                     bad_label.store(1, std::memory_order_relaxed);
-                    for (int64_t j = 0; j < vocab; ++j) out[j] = OTag::from_f32(NAN);
+                    Isa::template fill<OTag>(out, vocab, NAN, stream);
                     continue;
                 }
             }
@@ -84,7 +84,7 @@ static int token_stats_bwd_typed(const typename Tag::T* logits, int64_t rows, in
                 row_h = entropy[r];
             }
             if (!(isfinite(row_lse) && isfinite(row_h))) {  // no distribution on this row
-                for (int64_t j = 0; j < vocab; ++j) out[j] = OTag::from_f32(NAN);
+                Isa::template fill<OTag>(out, vocab, NAN, stream);
                 continue;
             }
             Isa::template grad<Tag, OTag>(row, vocab_limit, vocab, inv_t, row_lse, row_h, g_lp, g_h, y, out, stream);

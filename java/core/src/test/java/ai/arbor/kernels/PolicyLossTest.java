@@ -776,6 +776,62 @@ class PolicyLossTest {
         assertEquals(res[0], res[2], "fused vs composable");
     }
 
+    /**
+     * At a gradient of ≥ 16 MiB the fused kernel streams its stores and prefetches each thread's next row into
+     * L2 while it writes the current one (docs/kernels.md): still the composable path's bits, on every CPU path,
+     * fp32 and bf16 at the Qwen vocabulary, out of place and in place over the logits, masked rows between.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("ai.arbor.kernels.Kernels#cpuIsas")
+    void streamedFusedLossEqualsComposableOnEveryPath(String isa) {
+        Kernels.forceCpuIsa(isa);
+        long seed = Logits.seed();
+        System.out.println("streamedFusedLossEqualsComposableOnEveryPath " + isa + " seed=" + seed);
+        Random rnd = new Random(seed);
+        PolicyLossConfig cfg = PolicyLossConfig.vanilla().toBuilder().entropyCoef(0.01).temperature(0.9).build();
+        for (DType dt : new DType[] {DType.F32, DType.BF16}) {
+            int vocab = 151936 + rnd.nextInt(5), limit = vocab - rnd.nextInt(3);
+            int rows = (int) (16L * 1024 * 1024 / ((long) vocab * dt.bytes())) + 3;
+            Case k = randomCase(rnd, cfg, rows, vocab, limit);
+            ByteBuffer xb = Logits.direct(k.logits, dt);
+            LogitsView view = new LogitsView(MemRef.of(xb), dt, rows, vocab, vocab, limit);
+            PolicyLoss.Inputs in = new PolicyLoss.Inputs(MemRef.of(Logits.direct(k.labels)), DType.I32,
+                    MemRef.of(Logits.direct(k.old, DType.F32)), MemRef.of(Logits.direct(k.adv, DType.F32)),
+                    MemRef.of(Logits.direct(k.mask, DType.F32)), null, null, rows, null);
+            for (int threads = 1; threads <= 2; threads++) {
+                Kernels.setThreads(threads);
+                String where = isa + " " + dt + " threads=" + threads + " rows=" + rows + " vocab=" + vocab;
+                ByteBuffer gb = Logits.direct(new float[rows * vocab], dt);
+                PolicyLossResult res = PolicyLoss.forwardBackward(cfg, view, in, MemRef.of(gb), dt, vocab, null, null, 0);
+                ByteBuffer mb = Logits.direct(toBytes(k.mask));
+                ByteBuffer lp = Logits.directFloats(rows), h = Logits.directFloats(rows), lse = Logits.directFloats(rows);
+                TokenStats.forward(view, in.labels(), DType.I32, (float) cfg.temperature(), MemRef.of(mb), MemRef.of(lp),
+                        MemRef.of(h), MemRef.of(lse), 0);
+                ByteBuffer glp = Logits.directFloats(rows), gh = Logits.directFloats(rows);
+                PolicyLossResult res2 = PolicyLoss.loss(cfg, rows, MemRef.of(lp), MemRef.of(h), in, MemRef.of(glp),
+                        MemRef.of(gh), null, 0);
+                ByteBuffer gb2 = Logits.direct(new float[rows * vocab], dt);
+                TokenStats.backward(view, in.labels(), DType.I32, (float) cfg.temperature(), MemRef.of(mb), MemRef.of(lse),
+                        MemRef.of(h), MemRef.of(glp), MemRef.of(gh), MemRef.of(gb2), dt, vocab, 0);
+                assertEquals(res2, res, where + ": composable vs fused result");
+                assertEquals(gb2, gb, where + ": composable vs fused gradient bytes");
+                int masked = 0;
+                for (int r = 0; r < rows; r++) {
+                    if (k.mask[r] > 0) continue;
+                    masked++;
+                    for (long b = (long) r * vocab * dt.bytes(); b < (long) (r + 1) * vocab * dt.bytes(); b++)
+                        if (gb.get((int) b) != 0) assertEquals(0, gb.get((int) b), where + ": masked row " + r + " byte " + b);
+                }
+                assertTrue(masked > 0, where + ": the case has masked rows");
+                ByteBuffer inPlace = CpuPathsTest.copy(xb);
+                PolicyLossResult res3 = PolicyLoss.forwardBackward(cfg, new LogitsView(MemRef.of(inPlace), dt, rows, vocab, vocab, limit), in,
+                        MemRef.of(inPlace), dt, vocab, null, null, 0);
+                assertEquals(res, res3, where + ": in place, same result");
+                assertEquals(gb, inPlace, where + ": in place, same gradient bytes");
+            }
+        }
+    }
+
     @Test
     void memoryFormsMatchArraysForEveryDtypeStrideAndInPlace() {
         long seed = Logits.seed();

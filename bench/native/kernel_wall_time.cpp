@@ -21,6 +21,9 @@ int main(int argc,char**argv){
   std::vector<float> lp(rows),h(rows),l(rows),glp(rows,-1.f),gh(rows,0.01f),sums(rows),old(rows),adv(rows),mask(rows),w(rows);
   int64_t cols = bf? V/2 : V;
   double fr=1,fc=1,f=0,b=0,pl=0;
+  // the saved statistics the backward reads and the logprobs the loss's old logprobs derive from, untimed
+  if(bf) arbor_cpu_token_stats_fwd_bf16(xb.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,lp.data(),h.data(),l.data(),TH);
+  else arbor_cpu_token_stats_fwd_f32(x.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,lp.data(),h.data(),l.data(),TH);
   if(on("floor")) stat("read",[&]{arbor_cpu_stream_read(x.data(),rows,cols,sums.data(),TH);},N,&fr);
   if(on("floor")) stat("copy",[&]{arbor_cpu_stream_copy(x.data(),d.data(),rows,cols,TH);},N,&fc);
   if(on("fwd")) stat("fwd",[&]{ if(bf) arbor_cpu_token_stats_fwd_bf16(xb.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,lp.data(),h.data(),l.data(),TH);

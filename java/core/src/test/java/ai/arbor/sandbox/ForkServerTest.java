@@ -76,6 +76,7 @@ class ForkServerTest {
         String firstRandom;
         try (PythonSession a = sandbox.openSession()) {
             fresh = probe(a);
+            SandboxTests.awaitNoSpawnInFlight(sandbox);
             spawned = sandbox.stats().spawned();
             boolean jail = sandbox.isolation() == Isolation.JAIL;
             // /tmp and /dev/shm are the jail's own tmpfs mounts; in fallback mode they are the host's, left alone
@@ -158,6 +159,7 @@ class ForkServerTest {
 
     @Test
     void deadChildCostsTheSessionNotTheTemplate() {
+        SandboxTests.awaitNoSpawnInFlight(sandbox);
         long spawned = sandbox.stats().spawned();
         try (PythonSession s = sandbox.openSession()) {
             assertEquals(ExecStatus.OK, s.execute("x = 1").status());
@@ -193,6 +195,7 @@ class ForkServerTest {
 
     @Test
     void resetForksAFreshInterpreter() {
+        SandboxTests.awaitNoSpawnInFlight(sandbox);
         long spawned = sandbox.stats().spawned();
         try (PythonSession s = sandbox.openSession()) {
             assertEquals(ExecStatus.OK, s.execute("x = 1\nopen('f', 'w').write('x')").status());

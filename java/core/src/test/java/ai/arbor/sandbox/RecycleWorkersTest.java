@@ -45,6 +45,7 @@ class RecycleWorkersTest {
                 print(os.getcwd() != '')
                 """);
         assertTrue(first.startsWith("OK:True"), first);
+        SandboxTests.awaitNoSpawnInFlight(sandbox);
         long spawnedBefore = sandbox.stats().spawned();
         String second = run("""
                 import os, sys

@@ -1,6 +1,7 @@
 package ai.arbor.sandbox;
 
 import static ai.arbor.sandbox.SandboxTests.assertServes;
+import static ai.arbor.sandbox.SandboxTests.awaitNoSpawnInFlight;
 import static ai.arbor.sandbox.SandboxTests.assumeJail;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -99,6 +100,7 @@ class SandboxAttackTest {
         void open() {
             s = sandbox.openSession(Duration.ofSeconds(30));
             assertEquals(ExecStatus.OK, s.execute("keep = 'kept'").status());
+            awaitNoSpawnInFlight(sandbox);
             spawnedAtStart = sandbox.stats().spawned();
         }
 

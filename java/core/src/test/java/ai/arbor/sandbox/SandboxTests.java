@@ -49,6 +49,23 @@ final class SandboxTests {
         Assertions.fail(why + " (-Darbor.sandbox.isolation=rlimits to test the fallback on purpose)");
     }
 
+    /**
+     * Waits until no worker is being started (the pool's background spawns after build() or a retirement have
+     * finished), so that a following {@code stats().spawned()} snapshot counts only what the test itself causes.
+     */
+    static void awaitNoSpawnInFlight(PythonSandbox sandbox) {
+        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        while (sandbox.stats().starting() > 0) {
+            if (System.nanoTime() - deadline > 0) Assertions.fail("a worker was still starting after 60 s: " + sandbox.stats());
+            try {
+                Thread.sleep(10);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new AssertionError("interrupted", e);
+            }
+        }
+    }
+
     /** The pool still serves a normal request: a fresh session computes 6*7. */
     static void assertServes(PythonSandbox sandbox) {
         try (PythonSession s = sandbox.openSession(Duration.ofSeconds(30))) {

@@ -44,7 +44,7 @@ import org.bytedeco.pytorch.global.torch.ScalarType;
  * with other work (where the wall time mostly measures the wait for a core).
  *
  * <pre>
- *   bench/run.sh --main ai.arbor.bench.model.ChatSftStep [threads=1] [batch=4] [steps=5] [hidden=64] [layers=3]
+ *   bench/run.sh --main ai.arbor.bench.model.ChatSftStep [threads=1] [blas=1] [batch=4] [steps=5] [hidden=64] [layers=3]
  *       [heads=4] [kv=2] [headdim=24] [ffn=160] [tokenizer=third_party/qwen3-tokenizer] [task=arith|arith-small]
  *       [mode=both|phases|trainer]
  * </pre>
@@ -57,7 +57,7 @@ public final class ChatSftStep {
     private ChatSftStep() {}
 
     public static void main(String[] args) throws Exception {
-        int threads = 1, batch = 4, steps = 5, hidden = 64, layers = 3, heads = 4, kv = 2, headDim = 24, ffn = 160;
+        int threads = 1, blas = 1, batch = 4, steps = 5, hidden = 64, layers = 3, heads = 4, kv = 2, headDim = 24, ffn = 160;
         Path tokDir = Path.of("third_party/qwen3-tokenizer");
         String taskName = "arith";
         boolean phases = true, trainer = true;
@@ -66,6 +66,7 @@ public final class ChatSftStep {
             if (kvp.length != 2) throw new IllegalArgumentException("arguments are key=value, got " + a);
             switch (kvp[0]) {
                 case "threads" -> threads = Integer.parseInt(kvp[1]);
+                case "blas" -> blas = Integer.parseInt(kvp[1]);
                 case "batch" -> batch = Integer.parseInt(kvp[1]);
                 case "steps" -> steps = Integer.parseInt(kvp[1]);
                 case "hidden" -> hidden = Integer.parseInt(kvp[1]);
@@ -83,7 +84,7 @@ public final class ChatSftStep {
                 default -> throw new IllegalArgumentException("unknown argument " + a);
             }
         }
-        CpuThreads.set(threads);
+        CpuThreads.set(threads, blas); // libtorch's pool and OpenBLAS's apart (before the blas option both were threads)
         try (ChatFormat chat = ChatFormat.qwen3(tokDir, false);
              TrainingTask task = TrainingTask.create(taskName, 1, 64, 0, chat)) {
             List<Problem> problems = new ArrayList<>(task.train());

@@ -67,14 +67,17 @@ public final class EvalCommand implements Callable<Integer> {
     @Option(names = "--show", defaultValue = "3", description = "Responses to print (default ${DEFAULT-VALUE}).")
     int show;
 
-    @Option(names = "--threads", defaultValue = "1", description = "libtorch / OpenBLAS threads (default ${DEFAULT-VALUE}).")
+    @Option(names = "--threads", defaultValue = "1", description = "libtorch's intra-op threads (default ${DEFAULT-VALUE}).")
     int threads;
+
+    @Option(names = "--blas-threads", defaultValue = "1", description = "OpenBLAS's threads (default ${DEFAULT-VALUE}; the two pools spin, so keep one of them at 1).")
+    int blasThreads;
 
     @Override
     public Integer call() throws Exception {
         if (problems < 1) throw new IllegalArgumentException("--problems must be >= 1, got " + problems);
         if (!(topP > 0 && topP <= 1)) throw new IllegalArgumentException("--top-p must be in (0, 1] (1 = off), got " + topP);
-        CpuThreads.set(threads);
+        CpuThreads.set(threads, blasThreads);
         // a model directory with a tokenizer and chat template is asked in that chat format, as arbor train posed it
         ChatFormat chat = Files.isRegularFile(checkpoint.resolve("tokenizer.json")) && Files.isRegularFile(checkpoint.resolve("tokenizer_config.json"))
                 ? ChatFormat.qwen3(checkpoint, false) : null;

@@ -52,13 +52,16 @@ public final class ServeCommand implements Runnable {
     @Option(names = "--no-thinking", description = "Render chat prompts with enable_thinking=false (requests' chat_template_kwargs override it).")
     boolean noThinking;
 
-    @Option(names = "--threads", defaultValue = "1", description = "CPU threads of the model's math (default ${DEFAULT-VALUE}; 1 suits small models).")
+    @Option(names = "--threads", defaultValue = "1", description = "libtorch's intra-op threads of the model's math (default ${DEFAULT-VALUE}; 1 suits small models).")
     int threads;
+
+    @Option(names = "--blas-threads", defaultValue = "1", description = "OpenBLAS's threads (default ${DEFAULT-VALUE}; the two pools spin, so keep one of them at 1).")
+    int blasThreads;
 
     @Override
     public void run() {
         try {
-            CpuThreads.set(threads);
+            CpuThreads.set(threads, blasThreads);
             java.nio.file.Path dirTokenizer = checkpoint.resolve("tokenizer.json");
             Tokenizer tok = tokenizerJson != null ? HuggingFaceTokenizer.load(tokenizerJson)
                     : java.nio.file.Files.isRegularFile(dirTokenizer) ? HuggingFaceTokenizer.load(dirTokenizer) : CharTokenizer.ascii();

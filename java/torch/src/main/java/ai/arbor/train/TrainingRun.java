@@ -99,7 +99,9 @@ public final class TrainingRun {
      * @param model            the policy's shape when it is created, not loaded
      * @param init             a checkpoint to start from instead of an SFT cold start, or null
      * @param microBatchTokens padded tokens per forward
-     * @param threads          libtorch / OpenBLAS threads
+     * @param threads          libtorch's intra-op threads ({@link CpuThreads})
+     * @param blasThreads      OpenBLAS's threads (1 unless {@code threads} is 1 and cores are free: the two pools spin
+     *                         and oversubscribe the cores when both are above 1)
      * @param out              output directory
      * @param modelDir         a Hugging Face model directory whose weights start the run (SFT included), or null; the
      *                         trained policy is also written there in that layout, under {@code out/model}
@@ -112,12 +114,12 @@ public final class TrainingRun {
      *                         call executed; CoRT's efficiency baseline, {@code --no-tools})
      */
     public record Setup(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init, int microBatchTokens,
-                        int threads, Path out, Path modelDir, Path tokenizer, boolean noTools) {
+                        int threads, int blasThreads, Path out, Path modelDir, Path tokenizer, boolean noTools) {
 
-        /** A run of the task with its tools. */
+        /** A run of the task with its tools, OpenBLAS on one thread. */
         public Setup(String task, long seed, int trainSize, int heldOutSize, PolicyConfig model, Path init, int microBatchTokens,
                      int threads, Path out, Path modelDir, Path tokenizer) {
-            this(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, modelDir, tokenizer, false);
+            this(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, 1, out, modelDir, tokenizer, false);
         }
 
         /** A run whose policy is created from {@code model} or loaded from {@code init}, in the character format. */
@@ -132,6 +134,7 @@ public final class TrainingRun {
                 throw new IllegalArgumentException("trainSize must be >= 1 and heldOutSize >= 0, got " + trainSize + " and " + heldOutSize);
             if (microBatchTokens < 1) throw new IllegalArgumentException("microBatchTokens must be >= 1, got " + microBatchTokens);
             if (threads < 1) throw new IllegalArgumentException("threads must be >= 1, got " + threads);
+            if (blasThreads < 1) throw new IllegalArgumentException("blasThreads must be >= 1, got " + blasThreads);
         }
 
         /** arith, seed 1, 4000 + 200 problems, {@link #defaultModel()}, 2048 tokens per forward, one thread. */
@@ -140,16 +143,16 @@ public final class TrainingRun {
         }
 
         public Setup withOut(Path dir) {
-            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, dir, modelDir, tokenizer, noTools);
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, blasThreads, dir, modelDir, tokenizer, noTools);
         }
 
         public Setup withModelDir(Path dir) {
-            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, dir, tokenizer, noTools);
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, blasThreads, out, dir, tokenizer, noTools);
         }
 
         /** This run with ({@code false}) or without ({@code true}) the task's tool. */
         public Setup withNoTools(boolean on) {
-            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, out, modelDir, tokenizer, on);
+            return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, blasThreads, out, modelDir, tokenizer, on);
         }
 
         /**
@@ -386,7 +389,7 @@ public final class TrainingRun {
             sync = new GradientSync(dist);
         }
         long t0 = System.nanoTime();
-        CpuThreads.set(o.setup().threads());
+        CpuThreads.set(o.setup().threads(), o.setup().blasThreads());
         Path out = o.setup().out();
         Files.createDirectories(out);
         // A model directory that carries a tokenizer with a chat template poses the task in that format too.

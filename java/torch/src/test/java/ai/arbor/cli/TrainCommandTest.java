@@ -119,6 +119,21 @@ class TrainCommandTest {
         assertTrue(e.getMessage().contains("--prompts 10") && e.getMessage().contains("×3"), e.getMessage());
     }
 
+    /** --threads sizes libtorch's pool and OpenBLAS stays at one thread unless --blas-threads says otherwise (docs/policy.md). */
+    @Test
+    void threadsSizeLibtorchAndOpenBlasStaysAtOne() {
+        assertEquals(1, parsed().setup().threads());
+        assertEquals(1, parsed().setup().blasThreads());
+        TrainingRun.Setup two = parsed("--threads", "2").setup();
+        assertEquals(2, two.threads());
+        assertEquals(1, two.blasThreads(), "two spinning pools of 2 oversubscribe 2 cores");
+        TrainingRun.Setup blas = parsed("--blas-threads", "2").setup();
+        assertEquals(1, blas.threads());
+        assertEquals(2, blas.blasThreads());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> parsed("--blas-threads", "0"));
+        assertTrue(e.getMessage().contains("blasThreads") && e.getMessage().contains("got 0"), e.getMessage());
+    }
+
     @Test
     void tokenizerOptionNamesADirectoryOrTheFetchedQwen3(@TempDir Path dir) {
         assertEquals(null, parsed().setup().tokenizer());

@@ -199,8 +199,10 @@ class ServeWeightsTest {
 
     /**
      * A weight update while a generation runs and more requests keep arriving: the update happens once the
-     * running generation is done (not only when no request is waiting), the waiting requests then run on the new
-     * weights, and nothing hangs.
+     * running generation is done (not only when no request is waiting), every request runs on one version's
+     * weights and is labelled with it, the ones sent after the update returned run on the new weights, and
+     * nothing hangs. Requests keep arriving until the update has returned, so the test does not depend on how
+     * long the running generation takes next to the load of the new weights.
      */
     @Test
     void anUpdateWithRequestsArrivingMeanwhileCompletes() throws Exception {
@@ -215,27 +217,33 @@ class ServeWeightsTest {
              ReferencePolicy refB = ReferencePolicy.load(b, "cpu", ScalarType.Float);
              LocalGenerator local = new LocalGenerator(served, TOK, LocalGenerator.Options.defaults())) {
             local.setWeightVersion("a");
+            Runnable copy = CompletionServer.weightLoader(served, TOK, "cpu").load(b);
             CompletableFuture<LocalGenerator.Detailed> running = local.generateDetailed(new GenerationRequest(TokenContext.of(prompt),
                     SamplingParams.temperature(0f), GenerationLimits.defaults().withMaxNewTokens(200), 1));
             while (local.stats().requests() == 0) Thread.sleep(1);
-            Runnable copy = CompletionServer.weightLoader(served, TOK, "cpu").load(b);
             CompletableFuture<Void> update = CompletableFuture.runAsync(() -> local.updateWeights(copy, "b"));
-            // requests keep arriving while the update waits for the running generation
+            // requests keep arriving while the update waits for the running generation, and until it has returned
             List<CompletableFuture<LocalGenerator.Detailed>> meanwhile = new java.util.ArrayList<>();
-            for (int i = 0; i < 20 && !running.isDone(); i++) {
+            long deadline = System.nanoTime() + 60_000_000_000L;
+            while (!update.isDone() && System.nanoTime() < deadline) {
                 meanwhile.add(local.generateDetailed(shortReq));
                 Thread.sleep(5);
             }
-            update.get(60, java.util.concurrent.TimeUnit.SECONDS);
+            update.get(1, java.util.concurrent.TimeUnit.SECONDS);
+            assertTrue(running.isDone(), "the update returned only after the running generation finished");
             assertEquals("a", running.get().weightVersion(), "the running generation finished on the old weights");
             assertEquals("b", local.weightVersion());
+            CompletableFuture<LocalGenerator.Detailed> after = local.generateDetailed(shortReq);
+            meanwhile.add(after);
             for (CompletableFuture<LocalGenerator.Detailed> f : meanwhile) {
                 LocalGenerator.Detailed d = f.get(60, java.util.concurrent.TimeUnit.SECONDS);
                 ReferencePolicy ref = d.weightVersion().equals("a") ? refA : refB;
                 double[] lp = forwardLogprobs(ref, prompt);
                 assertEquals(lp[d.generation().tokens()[0]], d.generation().logprobs()[0], 2e-5, "version " + d.weightVersion() + "'s logprob");
             }
-            assertTrue(meanwhile.stream().anyMatch(f -> f.join().weightVersion().equals("b")), "requests waiting for the update ran on the new weights");
+            assertEquals("b", after.join().weightVersion(), "a request sent after the update returned runs on the new weights");
+            System.out.println("anUpdateWithRequestsArrivingMeanwhileCompletes: " + (meanwhile.size() - 1) + " requests sent during the update, "
+                    + meanwhile.stream().filter(f -> f.join().weightVersion().equals("a")).count() + " of them on the old weights");
         }
     }
 

@@ -334,7 +334,7 @@ public final class TrainCommand implements Callable<Integer> {
         @Option(names = "--no-pack", description = "Same as --no-pack-trees.")
         boolean noPack;
 
-        @Option(names = "--threads", description = {"libtorch's intra-op threads (default 1). Give the cores to one pool: libtorch 2 / OpenBLAS 1",
+        @Option(names = "--threads", description = {"libtorch's intra-op threads (default: kb min(2, cores), other tasks 1). Give the cores to one pool: libtorch 2 / OpenBLAS 1",
                 "took 0.19 s a kb SFT step on 2 cores, libtorch 2 / OpenBLAS 2 1.94 s (both pools spin; docs/policy.md)."})
         Integer threads;
 
@@ -368,7 +368,7 @@ public final class TrainCommand implements Callable<Integer> {
             Path modelDir = model != null && java.nio.file.Files.isDirectory(Path.of(model)) ? Path.of(model) : null;
             TrainingRun.Setup setup = new TrainingRun.Setup(task, seed, or(trainSize, ds.trainSize()), ds.heldOutSize(),
                     model == null || modelDir != null ? ds.model() : parseModel(model, ds.model()), init, or(microBatchTokens, ds.microBatchTokens()),
-                    or(threads, ds.threads()), or(blasThreads, ds.blasThreads()), out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed), modelDir,
+                    or(threads, TrainingRun.Setup.defaultThreads(task)), or(blasThreads, ds.blasThreads()), out != null ? out : Path.of("runs", task + "-" + recipe.name() + "-seed" + seed), modelDir,
                     tokenizerDir(tokenizer), noTools);
             TrainingRun.Sft dsft = TrainingRun.Sft.defaults(task);
             TrainingRun.Sft sft = TrainingRun.Sft.of(or(sftDemos, dsft.demos()), or(sftSteps, dsft.steps()), or(sftBatch, dsft.batch()),

@@ -142,6 +142,17 @@ public final class TrainingRun {
             return new Setup("arith", 1, 4000, 200, defaultModel(), null, 2048, 1, Path.of("runs", "arith-grpo"));
         }
 
+        /**
+         * libtorch's intra-op threads when none is given: kb's {@code min(2, cores)}, every other task's one. On 2
+         * cores kb's cold start (2500 steps of 40) runs 8.5–9 minutes on two libtorch threads (OpenBLAS on one)
+         * against ≈ 12 on one (bench/RESULTS.md, "kb's cold start on two threads"); arith's published figures
+         * were measured on one thread and stay reproducible there. The thread count changes libtorch's summation
+         * order, so a seed's run is reproducible for a given count only.
+         */
+        public static int defaultThreads(String task) {
+            return "kb".equals(task) ? Math.max(1, Math.min(2, Runtime.getRuntime().availableProcessors())) : 1;
+        }
+
         public Setup withOut(Path dir) {
             return new Setup(task, seed, trainSize, heldOutSize, model, init, microBatchTokens, threads, blasThreads, dir, modelDir, tokenizer, noTools);
         }
@@ -186,14 +197,15 @@ public final class TrainingRun {
         }
 
         /**
-         * The cold start of {@code task}: {@link #defaults()}, except kb's 2500 steps at lr 5e-3 — at 3e-3 its policy
-         * starts copying names only after 800–1150 steps (the loss sits at the no-copy plateau until then) and one seed
-         * in five had not learnt every copy by step 2500; at 5e-3 the plateau ends sooner (bench/RESULTS.md, "kb with
-         * one fact per document").
+         * The cold start of {@code task}: {@link #defaults()}, except kb's 2500 steps of 40 at lr 5e-3 — at 3e-3 its
+         * policy starts copying names only after 800–1150 steps (the loss sits at the no-copy plateau until then) and
+         * one seed in five had not learnt every copy by step 2500; at 5e-3 the plateau ends sooner (bench/RESULTS.md,
+         * "kb with one fact per document"). Batches of 40 rather than 32 on {@link Setup#defaultThreads two threads}:
+         * at 32 one seed in four stayed on the plateau ("kb's cold start on two threads").
          */
         public static Sft defaults(String task) {
             Sft d = defaults();
-            return "kb".equals(task) ? of(d.demos(), 2500, d.batch(), 5e-3, d.optim().maxGradNorm()) : d;
+            return "kb".equals(task) ? of(d.demos(), 2500, 40, 5e-3, d.optim().maxGradNorm()) : d;
         }
 
         /** AdamW at {@code lr}, warm-up over the first tenth of the steps (at most 50), then cosine decay. */

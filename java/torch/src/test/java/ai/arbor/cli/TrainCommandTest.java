@@ -124,6 +124,11 @@ class TrainCommandTest {
     void threadsSizeLibtorchAndOpenBlasStaysAtOne() {
         assertEquals(1, parsed().setup().threads());
         assertEquals(1, parsed().setup().blasThreads());
+        // kb's default gives libtorch two threads where there are two cores (its cold start inside 10 minutes)
+        int cores = Runtime.getRuntime().availableProcessors();
+        assertEquals(Math.min(2, cores), parsed("--task", "kb").setup().threads());
+        assertEquals(1, parsed("--task", "kb").setup().blasThreads());
+        assertEquals(1, parsed("--task", "kb", "--threads", "1").setup().threads());
         TrainingRun.Setup two = parsed("--threads", "2").setup();
         assertEquals(2, two.threads());
         assertEquals(1, two.blasThreads(), "two spinning pools of 2 oversubscribe 2 cores");
@@ -151,10 +156,11 @@ class TrainCommandTest {
         assertEquals(d.setup().withOut(o.setup().out()), o.setup());
         assertEquals(Path.of("runs", "arith-grpo-seed1"), o.setup().out());
         assertEquals(50, o.sft().optim().warmupSteps(), "SFT warms up over a tenth of its 1000 steps, at most 50");
-        // kb's cold start is longer (2500 steps) at lr 5e-3, the rest of it the same; --sft-steps still wins
+        // kb's cold start is longer (2500 steps of 40) at lr 5e-3, the rest of it the same; --sft-steps still wins
         TrainingRun.Sft kb = parsed("--task", "kb").sft();
         assertEquals(2500, kb.steps());
-        assertEquals(TrainingRun.Sft.of(4000, 2500, 32, 5e-3, 1.0), kb);
+        assertEquals(TrainingRun.Sft.of(4000, 2500, 40, 5e-3, 1.0), kb);
+        assertEquals(32, parsed("--task", "kb", "--sft-batch", "32").sft().batch());
         assertEquals(1000, d.sft().steps());
         assertEquals(300, parsed("--task", "kb", "--sft-steps", "300").sft().steps());
         assertEquals(1.0f, o.recipe().sampling().temperature());

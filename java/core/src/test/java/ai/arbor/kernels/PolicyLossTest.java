@@ -64,12 +64,19 @@ class PolicyLossTest {
     /** As above; without {@code clampDraws} no δ lands beyond the ±20 clamp (whose e^20-sized losses
      * would drown finite differences in round-off). */
     static Case randomCase(Random rnd, PolicyLossConfig cfg, int rows, int vocab, int vocabLimit, boolean clampDraws) {
+        float[] logits = new float[rows * vocab];
+        for (int i = 0; i < logits.length; i++) logits[i] = (float) (rnd.nextGaussian() * 2);
+        return randomCase(rnd, cfg, rows, vocab, vocabLimit, clampDraws, logits, null);
+    }
+
+    /** As above on the given logits; {@code labelOk} (null: any) says which columns of a row may be its label. */
+    static Case randomCase(Random rnd, PolicyLossConfig cfg, int rows, int vocab, int vocabLimit, boolean clampDraws,
+                           float[] logits, java.util.function.BiPredicate<Integer, Integer> labelOk) {
         Case k = new Case();
         k.rows = rows;
         k.vocab = vocab;
         k.vocabLimit = vocabLimit;
-        k.logits = new float[rows * vocab];
-        for (int i = 0; i < k.logits.length; i++) k.logits[i] = (float) (rnd.nextGaussian() * 2);
+        k.logits = logits;
         k.mask = new float[rows];
         k.labels = new int[rows];
         k.seqIds = new int[rows];
@@ -85,7 +92,13 @@ class PolicyLossTest {
                 left = rnd.nextInt(8);
             }
             k.seqIds[r] = k.mask[r] == 0 && rnd.nextInt(3) == 0 ? -1 : seq;
-            k.labels[r] = k.mask[r] > 0 ? rnd.nextInt(vocabLimit) : -100;
+            if (k.mask[r] > 0) {
+                int y;
+                do y = rnd.nextInt(vocabLimit); while (labelOk != null && !labelOk.test(r, y));
+                k.labels[r] = y;
+            } else {
+                k.labels[r] = -100;
+            }
         }
         k.x = TokenStatsTest.toDouble(k.logits);
         double[] lp = logprobs(k.x, rows, vocab, vocabLimit, k.labels, k.mask, cfg.temperature());
@@ -788,11 +801,16 @@ class PolicyLossTest {
         long seed = Logits.seed();
         System.out.println("streamedFusedLossEqualsComposableOnEveryPath " + isa + " seed=" + seed);
         Random rnd = new Random(seed);
-        PolicyLossConfig cfg = PolicyLossConfig.vanilla().toBuilder().entropyCoef(0.01).temperature(0.9).build();
         for (DType dt : new DType[] {DType.F32, DType.BF16}) {
-            int vocab = 151936 + rnd.nextInt(5), limit = vocab - rnd.nextInt(3);
+            // fp32 without an entropy term (g_H = 0: the gradient's entropy part drops out) on aligned rows (a vocabulary
+            // of whole vectors: every row takes the streamed stores), bf16 with one on any vocabulary
+            PolicyLossConfig cfg = PolicyLossConfig.vanilla().toBuilder().entropyCoef(dt == DType.F32 ? 0.0 : 0.01)
+                    .temperature(0.9).build();
+            int vocab = dt == DType.F32 ? 151936 : 151936 + rnd.nextInt(5), limit = vocab - rnd.nextInt(3);
             int rows = (int) (16L * 1024 * 1024 / ((long) vocab * dt.bytes())) + 3;
             Case k = randomCase(rnd, cfg, rows, vocab, limit);
+            k.mask[1] = 0f;  // at least one masked row (its label and old log-prob are then never read)
+            k.maskD[1] = 0;
             ByteBuffer xb = Logits.direct(k.logits, dt);
             LogitsView view = new LogitsView(MemRef.of(xb), dt, rows, vocab, vocab, limit);
             PolicyLoss.Inputs in = new PolicyLoss.Inputs(MemRef.of(Logits.direct(k.labels)), DType.I32,
@@ -830,6 +848,58 @@ class PolicyLossTest {
                 assertEquals(gb, inPlace, where + ": in place, same gradient bytes");
             }
         }
+    }
+
+    /**
+     * Rows of several statistics chunks (2048 columns, merged by the online-softmax rescaling, each chunk's next
+     * one prefetched during its exp scan): a peak 100 above the rest (every other chunk's mass underflows), a peak
+     * 84 above (p_j near and below FLT_MIN), a chunk of absent (-inf) columns, and plain rows; with and without an
+     * entropy term, at τ 1 and 0.7, on every CPU path. Fused equals composable bit for bit, both match the double
+     * reference, and the far chunks of a +100 peak get exactly zero gradient.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("ai.arbor.kernels.Kernels#cpuIsas")
+    void multiChunkRowsWithFarAndAbsentChunksMatchTheReference(String isa) {
+        Kernels.forceCpuIsa(isa);
+        long seed = Logits.seed();
+        System.out.println("multiChunkRowsWithFarAndAbsentChunksMatchTheReference " + isa + " seed=" + seed);
+        Random rnd = new Random(seed);
+        final int C = 2048;
+        for (double ent : new double[] {0.0, 0.01})
+            for (double temp : new double[] {1.0, 0.7}) {
+                PolicyLossConfig cfg = PolicyLossConfig.vanilla().toBuilder().entropyCoef(ent).temperature(temp)
+                        .dualClipC(3).build();
+                int vocab = 3 * C + 1 + rnd.nextInt(1500), limit = vocab, rows = 8 + rnd.nextInt(5);   // the array form: no padding
+                float[] x = new float[rows * vocab];
+                int[] peak = new int[rows];
+                for (int r = 0; r < rows; r++) {
+                    for (int j = 0; j < vocab; j++) x[r * vocab + j] = (float) (rnd.nextGaussian() * 2);
+                    peak[r] = C + rnd.nextInt(limit - C);
+                    switch (r % 4) {
+                        case 1 -> x[r * vocab + peak[r]] += 100f;
+                        case 2 -> x[r * vocab + peak[r]] += 84f;
+                        case 3 -> { for (int j = C; j < 2 * C; j++) x[r * vocab + j] = Float.NEGATIVE_INFINITY; }
+                        default -> { }
+                    }
+                }
+                // a label in the absent chunk would have log-prob -inf (no finite loss)
+                Case k = randomCase(rnd, cfg, rows, vocab, limit, false, x, (r, y) -> r % 4 != 3 || y < C || y >= 2 * C);
+                String where = isa + " " + cfg + " rows=" + rows + " vocab=" + vocab;
+                float[] g = new float[rows * vocab], g2 = new float[rows * vocab];
+                PolicyLossResult res = PolicyLoss.forwardBackward(cfg, k.logits, rows, vocab, k.labels, k.old, k.adv, k.mask,
+                        null, null, g);
+                PolicyLossResult res2 = PolicyLoss.forwardBackwardComposable(cfg, k.logits, rows, vocab, k.labels, k.old,
+                        k.adv, k.mask, null, null, g2);
+                assertEquals(res, res2, where + ": composable vs fused result");
+                assertArrayEquals(g, g2, where + ": composable vs fused gradient");
+                assertMatches(cfg, k, reference(cfg, k, null, Double.NEGATIVE_INFINITY), res, g, where);
+                for (int r = 1; r < rows; r += 4) {  // the far chunks of a +100 peak: exactly zero
+                    if (!(k.mask[r] > 0)) continue;
+                    int c = peak[r] / C == 1 ? 2 : 1;
+                    for (int j = c * C; j < (c + 1) * C && j < limit; j++)
+                        if (j != k.labels[r]) assertEquals(0f, g[r * vocab + j], 0f, where + " row " + r + " far column " + j);
+                }
+            }
     }
 
     @Test

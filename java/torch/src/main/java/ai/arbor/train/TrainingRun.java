@@ -145,7 +145,8 @@ public final class TrainingRun {
         /**
          * libtorch's intra-op threads when none is given: kb's {@code min(2, cores)}, every other task's one. On 2
          * cores kb's cold start (2500 steps of 40) runs 8.5–9 minutes on two libtorch threads (OpenBLAS on one)
-         * against ≈ 12 on one (bench/RESULTS.md, "kb's cold start on two threads"); arith's published figures
+         * against ≈ 12 on one on an Intel Xeon (≈ 14 on two on a 2.45 GHz Zen 3; bench/RESULTS.md, "kb's cold start
+         * on two threads", "kb's default cold start"); arith's published figures
          * were measured on one thread and stay reproducible there. The thread count changes libtorch's summation
          * order, so a seed's run is reproducible for a given count only.
          */

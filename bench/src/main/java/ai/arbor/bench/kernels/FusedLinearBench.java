@@ -1,7 +1,10 @@
 package ai.arbor.bench.kernels;
 
+import ai.arbor.kernels.DType;
 import ai.arbor.kernels.FusedLinear;
 import ai.arbor.kernels.Kernels;
+import ai.arbor.kernels.LogitsView;
+import ai.arbor.kernels.MemRef;
 import ai.arbor.kernels.PolicyLoss;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
@@ -11,6 +14,8 @@ import java.io.IOException;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.Random;
+import org.bytedeco.javacpp.FloatPointer;
+import org.bytedeco.javacpp.IntPointer;
 import org.bytedeco.javacpp.PointerScope;
 import org.bytedeco.openblas.global.openblas_nolapack;
 import org.bytedeco.pytorch.Tensor;
@@ -18,16 +23,19 @@ import org.bytedeco.pytorch.Tensor;
 /**
  * The policy loss from hidden states, three ways side by side in one run (interleaved repetitions):
  * <ul>
- *   <li>{@code fused}: {@link FusedLinear} — tiles of rows × vocabulary, never the [T, V] logits;</li>
+ *   <li>{@code fused}: {@link FusedLinear} — tiles of rows × vocabulary, never the [T, V] logits — on Java arrays
+ *       (whose h, W, dh and dW JNI copies in and out), and {@code fused-mem} on native memory (no copy);</li>
  *   <li>{@code unfused}: cblas_sgemm → logits [T, V] → {@link PolicyLoss#forwardBackward} (in place) →
- *       cblas_sgemm for dh and dW (the same kernels, with the logits materialised);</li>
+ *       cblas_sgemm for dh and dW (the same kernels, with the logits materialised) on Java arrays, and
+ *       {@code unfused-mem} the same on native memory;</li>
  *   <li>{@code libtorch}: eager {@code h.matmul(W.t())}, log_softmax, gather, the clip loss
  *       ({@code EagerPolicyLoss}), autograd backward to h and W.</li>
  * </ul>
  * Prints the median time of each and the peak extra resident memory of one call (VmHWM reset through
  * /proc/self/clear_refs; inputs and gradient outputs are allocated before). Token-mean PPO clip, fp32.
  * Run: {@code MALLOC_MMAP_THRESHOLD_=131072 ARBOR_JAVA_OPTS='-Xms3g -Xmx3g -XX:+AlwaysPreTouch'
- * bench/run.sh --main ai.arbor.bench.kernels.FusedLinearBench [T d V reps threads]}.
+ * bench/run.sh --main ai.arbor.bench.kernels.FusedLinearBench [T d V reps threads [tileRows tileVocab [variants]]]}
+ * ({@code variants}: a comma list of the names above; the tile is fused-mem's, default {@link FusedLinear.Chunks#cpu()}).
  */
 public final class FusedLinearBench {
     private FusedLinearBench() {}
@@ -38,6 +46,10 @@ public final class FusedLinearBench {
         int v = args.length > 2 ? Integer.parseInt(args[2]) : 151936;
         int reps = args.length > 3 ? Integer.parseInt(args[3]) : 3;
         int threads = args.length > 4 ? Integer.parseInt(args[4]) : 2;
+        // fused-mem's tile (default the CPU's, FusedLinear.Chunks.cpu()) and which variants to run (default all)
+        FusedLinear.Chunks tile = args.length > 6 ? new FusedLinear.Chunks(Long.parseLong(args[5]), Long.parseLong(args[6]))
+                : FusedLinear.Chunks.cpu();
+        java.util.Set<String> only = args.length > 7 ? java.util.Set.of(args[7].split(",")) : null;
         Kernels.setThreads(threads);
         CpuThreads.set(threads);  // libtorch's intra-op pool and OpenBLAS's
         Random rnd = new Random(42);
@@ -72,6 +84,26 @@ public final class FusedLinearBench {
             openblas_nolapack.cblas_sgemm(openblas_nolapack.CblasRowMajor, openblas_nolapack.CblasTrans,
                     openblas_nolapack.CblasNoTrans, v, d, t, 1f, logits, v, h, d, 0f, dw, d);
         };
+        // the same two paths on native memory: no JNI copy of h, W, the logits or the gradients
+        FloatPointer hP = new FloatPointer(h), wP = new FloatPointer(w), dhP = new FloatPointer((long) t * d),
+                dwP = new FloatPointer((long) v * d), logitsP = new FloatPointer((long) t * v);
+        FloatPointer oldP = new FloatPointer(old), advP = new FloatPointer(adv), maskP = new FloatPointer(mask);
+        IntPointer labP = new IntPointer(labels);
+        PolicyLoss.Inputs in = PolicyLoss.Inputs.of(MemRef.of(labP), DType.I32, MemRef.of(oldP), MemRef.of(advP),
+                MemRef.of(maskP), null);
+        FusedLinear.Linear lin = FusedLinear.Linear.of(MemRef.of(hP), MemRef.of(wP), DType.F32, t, d, v);
+        LogitsView logitsView = new LogitsView(MemRef.of(logitsP), DType.F32, t, v, v, v);
+        Runnable fusedMem = () -> FusedLinear.forwardBackward(cfg, lin, in, MemRef.of(dhP), d, MemRef.of(dwP), d, false,
+                null, tile, 0);
+        Runnable unfusedMem = () -> {
+            openblas_nolapack.cblas_sgemm(openblas_nolapack.CblasRowMajor, openblas_nolapack.CblasNoTrans,
+                    openblas_nolapack.CblasTrans, t, v, d, 1f, hP, d, wP, d, 0f, logitsP, v);
+            PolicyLoss.forwardBackward(cfg, logitsView, in, MemRef.of(logitsP), DType.F32, v, null, null, 0);
+            openblas_nolapack.cblas_sgemm(openblas_nolapack.CblasRowMajor, openblas_nolapack.CblasNoTrans,
+                    openblas_nolapack.CblasNoTrans, t, d, v, 1f, logitsP, v, wP, d, 0f, dhP, d);
+            openblas_nolapack.cblas_sgemm(openblas_nolapack.CblasRowMajor, openblas_nolapack.CblasTrans,
+                    openblas_nolapack.CblasNoTrans, v, d, t, 1f, logitsP, v, hP, d, 0f, dwP, d);
+        };
         Runnable libtorch = () -> {
             try (PointerScope scope = new PointerScope()) {
                 Tensor hg = hT.detach().set_requires_grad(true), wg = wT.detach().set_requires_grad(true);
@@ -82,31 +114,40 @@ public final class FusedLinearBench {
                 wg.grad().numel();
             }
         };
-        String[] names = {"fused", "unfused", "libtorch"};
-        Runnable[] ops = {fused, unfused, libtorch};
+        String[] allNames = {"fused", "fused-mem", "unfused", "unfused-mem", "libtorch"};
+        Runnable[] allOps = {fused, fusedMem, unfused, unfusedMem, libtorch};
+        java.util.List<String> nl = new java.util.ArrayList<>();
+        java.util.List<Runnable> ol = new java.util.ArrayList<>();
+        for (int i = 0; i < allNames.length; i++)
+            if (only == null || only.contains(allNames[i])) { nl.add(allNames[i]); ol.add(allOps[i]); }
+        if (nl.isEmpty()) throw new IllegalArgumentException("no variant named in " + args[7] + "; the variants: " + Arrays.toString(allNames));
+        String[] names = nl.toArray(new String[0]);
+        Runnable[] ops = ol.toArray(new Runnable[0]);
+        int n = ops.length;
         // agreement (the unit tests assert it; printed here so a benchmark of a wrong result shows)
         PolicyLossResult a = FusedLinear.forwardBackward(cfg, h, t, d, w, v, labels, old, adv, mask, null, null, dh, dw);
-        System.out.printf(Locale.ROOT, "fused loss %.7f%n", a.loss());
+        PolicyLossResult am = FusedLinear.forwardBackward(cfg, lin, in, MemRef.of(dhP), d, MemRef.of(dwP), d, false, null, tile, 0);
+        System.out.printf(Locale.ROOT, "fused loss %.7f (arrays), %.7f (memory, tile %d x %d)%n", a.loss(), am.loss(), tile.rows(), tile.vocab());
         double gflop = 2.0 * t * (double) v * d / 1e9;
-        double[] mem = new double[3];
-        for (int i = 0; i < 3; i++) {  // printed as measured: a crash of one variant keeps the others' figures
+        double[] mem = new double[n];
+        for (int i = 0; i < n; i++) {  // printed as measured: a crash of one variant keeps the others' figures
             ops[i].run();  // warm-up
             mem[i] = peakExtraMb(ops[i]);
-            System.out.printf(Locale.ROOT, "  %-9s peak extra RSS %7.1f MiB = %5.2f x [T, V]%s%n", names[i], mem[i],
-                    mem[i] / matrixMb, i == 1 ? " (+ the preallocated logits buffer, " + Math.round(matrixMb) + " MiB)" : "");
+            System.out.printf(Locale.ROOT, "  %-11s peak extra RSS %7.1f MiB = %5.2f x [T, V]%s%n", names[i], mem[i],
+                    mem[i] / matrixMb, names[i].startsWith("unfused") ? " (+ the preallocated logits buffer, " + Math.round(matrixMb) + " MiB)" : "");
         }
-        double[][] ms = new double[3][reps];
+        double[][] ms = new double[n][reps];
         for (int k = 0; k < reps; k++)
-            for (int i = 0; i < 3; i++) {  // interleaved, so a change of the machine's load hits every variant
+            for (int i = 0; i < n; i++) {  // interleaved, so a change of the machine's load hits every variant
                 long t0 = System.nanoTime();
                 ops[i].run();
                 ms[i][k] = (System.nanoTime() - t0) / 1e6;
-                System.out.printf(Locale.ROOT, "    rep %d %-9s %9.1f ms%n", k, names[i], ms[i][k]);
+                System.out.printf(Locale.ROOT, "    rep %d %-11s %9.1f ms%n", k, names[i], ms[i][k]);
             }
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < n; i++) {
             Arrays.sort(ms[i]);
             double med = ms[i][reps / 2];
-            System.out.printf(Locale.ROOT, "  %-9s median %9.1f ms (min %9.1f, max %9.1f)  %5.1f GFLOP/s (3 products' worth)%n",
+            System.out.printf(Locale.ROOT, "  %-11s median %9.1f ms (min %9.1f, max %9.1f)  %5.1f GFLOP/s (3 products' worth)%n",
                     names[i], med, ms[i][0], ms[i][reps - 1], 3 * gflop / (med / 1e3));
         }
     }

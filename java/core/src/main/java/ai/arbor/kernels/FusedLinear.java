@@ -36,7 +36,9 @@ public final class FusedLinear {
 
     /**
      * Tile sizes: rows × vocabulary columns of one tile (fp32, plus a bf16 copy for bf16 inputs).
-     * {@link #cpu()}: 256 × 8192 (8 MiB); {@link #cuda()}: 4096 × 16384 (256 MiB + 128 MiB for bf16).
+     * {@link #cpu()}: 512 × 8192 (16 MiB; at T 1024, d 512, V 151936 on 2 cores 1.2× faster than 256 × 8192, and
+     * within 1.4× of the unfused path's three products — the bound of the fused path's four; bench/RESULTS.md
+     * "Fused linear"); {@link #cuda()}: 4096 × 16384 (256 MiB + 128 MiB for bf16).
      */
     public record Chunks(long rows, long vocab) {
         public Chunks {
@@ -47,7 +49,7 @@ public final class FusedLinear {
         }
 
         public static Chunks cpu() {
-            return new Chunks(256, 8192);
+            return new Chunks(512, 8192);
         }
 
         public static Chunks cuda() {

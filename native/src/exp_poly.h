@@ -16,7 +16,6 @@
 // |r| <= ln2/16, E2..E4 a minimax fit of (e^r - 1 - r) / r^2 (relative error of e^r 3.8e-10 = 0.006 ulp with
 // these fp32 coefficients). Its entries are T16's even ones.
 #define ARBOR_EXP8_MAGIC 1572864.0f
-#define ARBOR_EXP8_MAGIC_BITS 0x49c00000
 #define ARBOR_EXP8_E2 5.0000041723e-01f
 #define ARBOR_EXP8_E3 1.6668181121e-01f
 #define ARBOR_EXP8_E4 4.1424099356e-02f

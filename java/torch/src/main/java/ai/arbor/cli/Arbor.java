@@ -1,5 +1,6 @@
 package ai.arbor.cli;
 
+import ai.arbor.torch.NativeCache;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
@@ -12,7 +13,12 @@ import picocli.CommandLine.Command;
                 TrainCommand.class, EvalCommand.class, CompareCommand.class, ServeCommand.class})
 public final class Arbor implements Runnable {
 
+    /** The subcommands that load libtorch, OpenBLAS or the kernels (not {@code sandbox}, help or version). */
+    private static final java.util.Set<String> NATIVE = java.util.Set.of("demo", "init-model", "train", "eval", "compare", "serve");
+
     public static void main(String[] args) {
+        // two commands started at once on an empty library cache would extract libtorch over each other
+        if (args.length > 0 && NATIVE.contains(args[0])) NativeCache.fill();
         int code = new CommandLine(new Arbor()).execute(args);
         System.exit(code);
     }

@@ -1,11 +1,11 @@
 // The vector exps' table forms (exp_poly.h) emulated one instruction at a time in scalar code — fmaf for each
 // VFMADD/VFNMADD (one rounding, as the instruction), the table entry picked by the low bits of t's encoding (VPERMPS
-// reads only those), and the 2^n step as the instructions do it — and compared with double exp over EVERY float of
+// and VPERMILPS read only those), and the 2^n step as the instructions do it — and compared with double exp over EVERY float of
 // the range each form is called on:
 //   - AVX-512 (vec_avx512.inc exp_core): x in [-104, 89], 2^floor(k/16) by VSCALEFPS = ldexpf (one rounding,
 //     denormal results included), +inf above ln FLT_MAX. For machines without AVX-512, where CpuPathsTest cannot
 //     run that path (there it checks the real instructions over every 997th bit pattern).
-//   - AVX2 (vec_avx2.inc vexp_lo, the kernels' exp): x in [EXP_LO = ln FLT_MIN, 0], 2^floor(k/8) added to the
+//   - AVX2 (vec_avx2.inc vexp_lo, the kernels' exp): x in [EXP_LO = ln FLT_MIN, 0], 2^floor(k/4) added to the
 //     entry's exponent bits, then one FMA.
 //   g++ -O2 -std=c++17 -Inative/src bench/native/exp_table_emulation.cpp -o /tmp/exp_emu && /tmp/exp_emu   (~3 min)
 // Exits 1 if any result is off by more than 1 ulp (denormal results: 1 unit of 2^-149), if +inf is missing above
@@ -32,16 +32,16 @@ static float exp16_form(float x) {
     return std::ldexp(std::fmaf(tj, q, tj), (int)std::floor(kq));
 }
 
-static float exp8_lo_form(float x) {
-    const float t = std::fmaf(x, ARBOR_EXP_LOG2E, ARBOR_EXP8_MAGIC);    // rounds 8 x log2 e to an integer k
-    const float kq = t - ARBOR_EXP8_MAGIC;                              // k / 8, exact
+static float exp4_lo_form(float x) {
+    const float t = std::fmaf(x, ARBOR_EXP_LOG2E, ARBOR_EXP4_MAGIC);    // rounds 4 x log2 e to an integer k
+    const float kq = t - ARBOR_EXP4_MAGIC;                              // k / 4, exact
     float r = std::fmaf(-kq, ARBOR_EXP_LN2_HI, x);
     r = std::fmaf(-kq, ARBOR_EXP_LN2_LO, r);
     const uint32_t tb = to_bits(t);
-    float a = std::fmaf(ARBOR_EXP8_E4, r, ARBOR_EXP8_E3);
-    a = std::fmaf(a, r, ARBOR_EXP8_E2);
+    float a = std::fmaf(ARBOR_EXP4_E4, r, ARBOR_EXP4_E3);
+    a = std::fmaf(a, r, ARBOR_EXP4_E2);
     const float q = std::fmaf(a, r * r, r);
-    const float ts = from_bits(arbor_exp8_table_bits[tb & 7] + ((tb & ~7u) << 20));   // T 2^floor(k/8)
+    const float ts = from_bits(arbor_exp4_table_bits[tb & 3] + ((tb & ~3u) << 21));   // T 2^floor(k/4)
     return std::fmaf(ts, q, ts);
 }
 
@@ -83,15 +83,17 @@ static bool table_ok(const unsigned int* bits, int n) {
 }
 
 int main() {
-    bool bad = !table_ok(arbor_exp16_table_bits, 16) || !table_ok(arbor_exp8_table_bits, 8);
-    Worst w16, w8;
+    // the AVX2 table holds its 4 entries twice (one per 128-bit lane, for VPERMILPS)
+    bool bad = !table_ok(arbor_exp16_table_bits, 16) || !table_ok(arbor_exp4_table_bits, 4) ||
+               std::memcmp(arbor_exp4_table_bits, arbor_exp4_table_bits + 4, 4 * sizeof(unsigned int)) != 0;
+    Worst w16, w4;
     for (uint64_t u = 0; u <= 0xffffffffull; ++u) {
         const float x = from_bits((uint32_t)u);
         if (x >= -104.0f && x <= 89.0f) w16.add(x, exp16_form(x));
-        if (x >= EXP_LO && x <= 0.0f) w8.add(x, exp8_lo_form(x));
+        if (x >= EXP_LO && x <= 0.0f) w4.add(x, exp4_lo_form(x));
     }
     bad |= w16.report("AVX-512 exp_core", "[-104, 89]");
-    bad |= w8.report("AVX2 vexp_lo", "[ln FLT_MIN, 0]");
+    bad |= w4.report("AVX2 vexp_lo", "[ln FLT_MIN, 0]");
     std::printf(bad ? "FAIL\n" : "PASS\n");
     return bad ? 1 : 0;
 }

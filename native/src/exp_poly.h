@@ -12,15 +12,17 @@
 #define ARBOR_EXP_LN2_HI 0.693147182464599609375f
 #define ARBOR_EXP_LN2_LO (-1.904654299957768e-09f)
 
-// AVX2 (vec_avx2.inc): N = 8, picked by VPERMPS from one register; e^r - 1 = r + r^2 (E2 + r (E3 + r E4)) on
-// |r| <= ln2/16, E2..E4 a minimax fit of (e^r - 1 - r) / r^2 (relative error of e^r 3.8e-10 = 0.006 ulp with
-// these fp32 coefficients). Its entries are T16's even ones.
-#define ARBOR_EXP8_MAGIC 1572864.0f
-#define ARBOR_EXP8_E2 5.0000041723e-01f
-#define ARBOR_EXP8_E3 1.6668181121e-01f
-#define ARBOR_EXP8_E4 4.1424099356e-02f
-alignas(32) static const unsigned int arbor_exp8_table_bits[8] = {
-    0x3f800000, 0x3f8b95c2, 0x3f9837f0, 0x3fa5fed7, 0x3fb504f3, 0x3fc5672a, 0x3fd744fd, 0x3feac0c7};
+// AVX2 (vec_avx2.inc): N = 4, picked by VPERMILPS (within each 128-bit lane, from the low 2 bits of each index:
+// the table is held twice); e^r - 1 = r + r^2 (E2 + r (E3 + r E4)) on |r| <= ln2/8, E2..E4 a minimax fit of the
+// relative error of e^r (5.5e-9 = 0.05 ulp with these fp32 coefficients). Its entries are T16's entries 0, 4, 8, 12.
+// N = 4 rather than 8: on Zen 3 a VPERMPS takes both FMA pipes for a cycle (two FMAs' worth) and a VPERMILPS one,
+// and the FMA pipes are what bound the exp scans (bench/RESULTS.md, run 9).
+#define ARBOR_EXP4_MAGIC 3145728.0f
+#define ARBOR_EXP4_E2 5.0000017881e-01f
+#define ARBOR_EXP4_E3 1.6672101617e-01f
+#define ARBOR_EXP4_E4 4.1641749442e-02f
+alignas(32) static const unsigned int arbor_exp4_table_bits[8] = {
+    0x3f800000, 0x3f9837f0, 0x3fb504f3, 0x3fd744fd, 0x3f800000, 0x3f9837f0, 0x3fb504f3, 0x3fd744fd};
 
 // AVX-512 (vec_avx512.inc): N = 16, e^r = 1 + r + r^2 (E2 + r E3) on |r| <= ln2/32, E2, E3 a minimax fit
 // (relative error 1.6e-9 = 0.03 ulp; the Taylor 1/2, 1/6 give 9.4e-9); T[j] each within 0.46 ulp.

@@ -5,7 +5,9 @@
 #   - the test-report check: a test module that ran no test, or a test skipped for anything but a missing
 #     GPU, fails the run (scripts/check-test-reports.py; it prints each GPU skip and the totals);
 #   - the embedding check: a Maven project outside the reactor builds and runs against the installed
-#     artifacts (scripts/embed-check.sh).
+#     artifacts (scripts/embed-check.sh);
+#   - the launcher check: ./arbor runs its commands from a copy of the build, which a rebuild does not touch
+#     (scripts/launch-check.sh).
 # Extra arguments go to Maven (e.g. -Darbor.seed=42); with any, only this run's reports are checked for
 # skips, and the embedding check still runs.
 set -euo pipefail
@@ -23,4 +25,5 @@ else
 fi
 [ "$status" -eq 0 ] || { echo "scripts/test.sh: FAILED after $((SECONDS - t0)) s" >&2; exit "$status"; }
 scripts/embed-check.sh
+scripts/launch-check.sh
 echo "scripts/test.sh: passed in $((SECONDS - t0)) s"

@@ -180,7 +180,11 @@ public final class ReferencePolicy implements AutoCloseable {
      * or a file written by {@link #save} (its configuration comes from the file's metadata).
      */
     public static ReferencePolicy load(Path checkpoint, String device, ScalarType dtype) throws IOException {
-        if (checkpoint != null && java.nio.file.Files.isDirectory(checkpoint)) return HfCheckpoint.load(checkpoint, device, dtype);
+        if (checkpoint == null) throw new IllegalArgumentException("the checkpoint path must not be null");
+        if (!java.nio.file.Files.exists(checkpoint))
+            throw new java.nio.file.NoSuchFileException(checkpoint.toString(), null,
+                    "no such checkpoint (a Hugging Face model directory or a file written by ReferencePolicy.save)");
+        if (java.nio.file.Files.isDirectory(checkpoint)) return HfCheckpoint.load(checkpoint, device, dtype);
         Device dev = resolveDevice(device);
         ScalarType type = checkDtype(dtype);
         try (Safetensors.Contents contents = Safetensors.read(checkpoint)) {

@@ -71,6 +71,15 @@ class ReferencePolicyTest {
     }
 
     @Test
+    void aMissingCheckpointIsNamedAsMissing() {
+        java.nio.file.Path missing = java.nio.file.Path.of(System.getProperty("java.io.tmpdir"), "arbor-no-such-checkpoint-" + System.nanoTime());
+        java.nio.file.NoSuchFileException e = assertThrows(java.nio.file.NoSuchFileException.class,
+                () -> ReferencePolicy.load(missing, "cpu", ScalarType.Float));
+        assertEquals(missing + ": no such checkpoint (a Hugging Face model directory or a file written by ReferencePolicy.save)",
+                e.getMessage());
+    }
+
+    @Test
     void float32ForwardMatchesReferenceToRounding() {
         long seed = NaiveTransformer.seed();
         System.out.println("seed " + seed);

@@ -85,15 +85,18 @@ static inline void merge_segment(const RowStats& st, double& M, double& S, doubl
 // pass 1: per row block, per vocabulary block, the tile's rows' statistics merged into (M, S, U) and
 // the label's z picked up. Rows with valid[r] == false are skipped. Writes lse, entropy, zy per row
 // (NaN for a row without a distribution, or with a label outside [0, vocab_limit): bad_label set).
+// Rows [rbeg, rend) (rbeg a multiple of the tile rows); with one vocabulary tile per row block (tv = vl) the tile
+// holds the block's whole logits afterwards, which the policy loss's pass 2 then reuses.
 template <class Isa, class Tag>
-static void pass1(const float* h, int64_t rows, int64_t dim, int64_t hs, const float* w, int64_t ws, int64_t vl,
-                  const void* labels, int label_dtype, float inv_t, const uint8_t* valid, const Scratch& sc,
+static void pass1(const float* h, int64_t rbeg, int64_t rend, int64_t dim, int64_t hs, const float* w, int64_t ws,
+                  int64_t vl, const void* labels, int label_dtype, float inv_t, const uint8_t* valid, const Scratch& sc,
                   arbor_sgemm_fn sgemm, int num_threads, std::atomic<int>& bad_label) {
     const arbor_fl::Layout& l = sc.l;
+    const int64_t rows = rend;
     float* tile = sc.f(l.tile);
     float *lse = sc.f(l.lse), *ent = sc.f(l.ent), *zy = sc.f(l.zy);
     double *M = sc.d(l.m), *S = sc.d(l.s), *U = sc.d(l.u);
-    for (int64_t r0 = 0; r0 < rows; r0 += l.tr) {
+    for (int64_t r0 = rbeg; r0 < rows; r0 += l.tr) {
         const int64_t tr = rows - r0 < l.tr ? rows - r0 : l.tr;
         for (int64_t r = r0; r < r0 + tr; ++r) {
             M[r] = -INFINITY;
@@ -153,7 +156,7 @@ static int stats(const float* h, int64_t rows, int64_t dim, int64_t hs, const fl
     std::vector<uint8_t> valid((size_t)rows);
     for (int64_t r = 0; r < rows; ++r) valid[r] = row_mask == nullptr || row_mask[r] != 0;
     std::atomic<int> bad_label{0};
-    pass1<Isa, Tag>(h, rows, dim, hs, w, ws, vl, logprob != nullptr ? labels : nullptr, label_dtype,
+    pass1<Isa, Tag>(h, 0, rows, dim, hs, w, ws, vl, logprob != nullptr ? labels : nullptr, label_dtype,
                     1.0f / temperature, valid.data(), sc, sgemm, num_threads, bad_label);
     const float *lse = sc.f(sc.l.lse), *ent = sc.f(sc.l.ent), *zy = sc.f(sc.l.zy);
     for (int64_t r = 0; r < rows; ++r) {
@@ -176,73 +179,91 @@ static int policy_loss(const arbor_policy_loss_config& c, const float* h, int64_
     std::vector<uint8_t> valid((size_t)rows);
     for (int64_t r = 0; r < rows; ++r) valid[r] = mask[r] > 0.0f;
     std::atomic<int> bad_label{0};
-    pass1<Isa, Tag>(h, rows, dim, hs, w, ws, vl, labels, label_dtype, inv_t, valid.data(), sc, sgemm, num_threads,
-                    bad_label);
-    // The per-token loss (O(rows)), exactly as the fused policy loss computes it.
+    // The per-token loss (O(rows)) of rows [rb, re), exactly as the fused policy loss computes it.
     float *lse = sc.f(l.lse), *ent = sc.f(l.ent), *zy = sc.f(l.zy), *glp = sc.f(l.glp), *gh = sc.f(l.gh);
     float* parts = arbor_pl::carve(sc.base, rows, 0).parts;
-    for (int64_t r = 0; r < rows; ++r) {
-        if (!valid[r]) {
-            glp[r] = gh[r] = 0.0f;
-            pl::zero_parts(parts, rows, r);
-            if (logprob_out) logprob_out[r] = 0.0f;
-            if (entropy_out) entropy_out[r] = 0.0f;
-            continue;
+    auto token_losses = [&](int64_t rb, int64_t re) {
+        for (int64_t r = rb; r < re; ++r) {
+            if (!valid[r]) {
+                glp[r] = gh[r] = 0.0f;
+                pl::zero_parts(parts, rows, r);
+                if (logprob_out) logprob_out[r] = 0.0f;
+                if (entropy_out) entropy_out[r] = 0.0f;
+                continue;
+            }
+            const float lp = zy[r] - lse[r], H = ent[r];
+            arbor_pl::Token t;
+            if (isnan(lp) || isnan(H)) {
+                arbor_pl::token_nan(t);
+                lse[r] = NAN;  // pass 2 writes a NaN gradient row
+            } else {
+                const float ref = ref_logprob ? ref_logprob[r] : 0.0f;
+                const float sel = select_entropy ? select_entropy[r] : H;
+                arbor_pl::token_loss(c, lp, H, old_logprob[r], advantages[r], mask[r], weights[r], ref, sel, t);
+            }
+            glp[r] = t.g_lp;
+            gh[r] = t.g_h;
+            pl::store_parts(parts, rows, r, t);
+            if (logprob_out) logprob_out[r] = lp;
+            if (entropy_out) entropy_out[r] = H;
         }
-        const float lp = zy[r] - lse[r], H = ent[r];
-        arbor_pl::Token t;
-        if (isnan(lp) || isnan(H)) {
-            arbor_pl::token_nan(t);
-            lse[r] = NAN;  // pass 2 writes a NaN gradient row
-        } else {
-            const float ref = ref_logprob ? ref_logprob[r] : 0.0f;
-            const float sel = select_entropy ? select_entropy[r] : H;
-            arbor_pl::token_loss(c, lp, H, old_logprob[r], advantages[r], mask[r], weights[r], ref, sel, t);
-        }
-        glp[r] = t.g_lp;
-        gh[r] = t.g_h;
-        pl::store_parts(parts, rows, r, t);
-        if (logprob_out) logprob_out[r] = lp;
-        if (entropy_out) entropy_out[r] = H;
-    }
-    pl::reduce_parts(parts, rows, sums);
-    if (gw_out != nullptr && !accumulate)  // padding rows of W get 0; the others are written by beta = 0
-        for (int64_t v = vl; v < vocab; ++v)
+    };
+    const bool grads = gh_out != nullptr || gw_out != nullptr;
+    if (gw_out != nullptr && !accumulate)  // padding rows of W get 0 (every row without rows); beta = 0 writes the others
+        for (int64_t v = rows == 0 ? 0 : vl; v < vocab; ++v)
             for (int64_t k = 0; k < dim; ++k) gw_out[v * gws + k] = 0.0f;
-    if (gw_out != nullptr && rows == 0 && !accumulate)
-        for (int64_t v = 0; v < vl; ++v)
-            for (int64_t k = 0; k < dim; ++k) gw_out[v * gws + k] = 0.0f;
-    if (gh_out == nullptr && gw_out == nullptr) return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;
-    // pass 2: per vocabulary block (its dW rows stay in cache), per row block.
+    // pass 2 for the tile (v0, tv) x (r0, tr): dL/dlogits in place over the tile (computed again from h and W unless
+    // `have` says the tile already holds those logits), then dh_b (+)= G W_v and dW_v (+)= Gᵀ h_b.
     float* tile = sc.f(l.tile);
-    for (int64_t v0 = 0; v0 < vl; v0 += l.tv) {
-        const int64_t tv = vl - v0 < l.tv ? vl - v0 : l.tv;
-        for (int64_t r0 = 0; r0 < rows; r0 += l.tr) {
-            const int64_t tr = rows - r0 < l.tr ? rows - r0 : l.tr;
+    auto grad_tile = [&](int64_t v0, int64_t tv, int64_t r0, int64_t tr, bool have) {
+        if (!have)
             sgemm(kRowMajor, kNoTrans, kTrans, (int)tr, (int)tv, (int)dim, 1.0f, h + r0 * hs, (int)hs, w + v0 * ws,
                   (int)ws, 0.0f, tile, (int)tv);
-            parallel_for(tr, num_threads, tv, [&](int64_t b, int64_t e) {
-                for (int64_t i = b; i < e; ++i) {
-                    const int64_t r = r0 + i;
-                    float* row = tile + i * tv;
-                    if (!valid[r] || !(isfinite(lse[r]) && isfinite(ent[r]))) {
-                        const float fill = valid[r] ? NAN : 0.0f;
-                        for (int64_t j = 0; j < tv; ++j) row[j] = fill;
-                        continue;
-                    }
-                    const int64_t y = read_label(labels, label_dtype, r);
-                    const int64_t yl = (y >= v0 && y < v0 + tv) ? y - v0 : -1;
-                    // dL/dlogits of this segment, in place over the tile (the token-stats backward row).
-                    Isa::template grad<Tag, Tag>(row, tv, tv, inv_t, lse[r], ent[r], glp[r], gh[r], yl, row, false);  // the tile stays in cache: no streaming stores
+        parallel_for(tr, num_threads, tv, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) {
+                const int64_t r = r0 + i;
+                float* row = tile + i * tv;
+                if (!valid[r] || !(isfinite(lse[r]) && isfinite(ent[r]))) {
+                    const float fill = valid[r] ? NAN : 0.0f;
+                    for (int64_t j = 0; j < tv; ++j) row[j] = fill;
+                    continue;
                 }
-            });
-            if (gh_out != nullptr)  // dh_b (+)= G W_v
-                sgemm(kRowMajor, kNoTrans, kNoTrans, (int)tr, (int)dim, (int)tv, 1.0f, tile, (int)tv, w + v0 * ws,
-                      (int)ws, v0 == 0 ? 0.0f : 1.0f, gh_out + r0 * ghs, (int)ghs);
-            if (gw_out != nullptr)  // dW_v (+)= Gᵀ h_b
-                sgemm(kRowMajor, kTrans, kNoTrans, (int)tv, (int)dim, (int)tr, 1.0f, tile, (int)tv, h + r0 * hs,
-                      (int)hs, (r0 == 0 && !accumulate) ? 0.0f : 1.0f, gw_out + v0 * gws, (int)gws);
+                const int64_t y = read_label(labels, label_dtype, r);
+                const int64_t yl = (y >= v0 && y < v0 + tv) ? y - v0 : -1;
+                // the token-stats backward row; the tile stays in cache: no streaming stores
+                Isa::template grad<Tag, Tag>(row, tv, tv, inv_t, lse[r], ent[r], glp[r], gh[r], yl, row, false);
+            }
+        });
+        if (gh_out != nullptr)  // dh_b (+)= G W_v
+            sgemm(kRowMajor, kNoTrans, kNoTrans, (int)tr, (int)dim, (int)tv, 1.0f, tile, (int)tv, w + v0 * ws, (int)ws,
+                  v0 == 0 ? 0.0f : 1.0f, gh_out + r0 * ghs, (int)ghs);
+        if (gw_out != nullptr)  // dW_v (+)= Gᵀ h_b
+            sgemm(kRowMajor, kTrans, kNoTrans, (int)tv, (int)dim, (int)tr, 1.0f, tile, (int)tv, h + r0 * hs, (int)hs,
+                  (r0 == 0 && !accumulate) ? 0.0f : 1.0f, gw_out + v0 * gws, (int)gws);
+    };
+    if (grads && l.tv >= vl) {
+        // One vocabulary tile per row block: row block by row block, pass 1, the block's losses and pass 2 on the
+        // tile pass 1 left — three products instead of four (the tile holds tr x vocab logits). The same calls in
+        // the same order per dh row block and per dW block as the general order below, so the same results.
+        for (int64_t r0 = 0; r0 < rows; r0 += l.tr) {
+            const int64_t tr = rows - r0 < l.tr ? rows - r0 : l.tr;
+            pass1<Isa, Tag>(h, r0, r0 + tr, dim, hs, w, ws, vl, labels, label_dtype, inv_t, valid.data(), sc, sgemm,
+                            num_threads, bad_label);
+            token_losses(r0, r0 + tr);
+            grad_tile(0, vl, r0, tr, true);
         }
+        pl::reduce_parts(parts, rows, sums);
+        return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;
+    }
+    pass1<Isa, Tag>(h, 0, rows, dim, hs, w, ws, vl, labels, label_dtype, inv_t, valid.data(), sc, sgemm, num_threads,
+                    bad_label);
+    token_losses(0, rows);
+    pl::reduce_parts(parts, rows, sums);
+    if (!grads) return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;
+    // pass 2: per vocabulary block (its dW rows stay in cache), per row block.
+    for (int64_t v0 = 0; v0 < vl; v0 += l.tv) {
+        const int64_t tv = vl - v0 < l.tv ? vl - v0 : l.tv;
+        for (int64_t r0 = 0; r0 < rows; r0 += l.tr) grad_tile(v0, tv, r0, rows - r0 < l.tr ? rows - r0 : l.tr, false);
     }
     return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;
 }

@@ -15,7 +15,11 @@
  *   pass 2  per vocabulary block, per row block: tile recomputed, overwritten with dL/dlogits (the
  *           token-stats backward row kernel), then dh_b += tile W_v and dW_v += tileᵀ h_b (sgemm).
  * So the backward costs two extra products of the logits' size (4 instead of 3), traded for never
- * holding the [rows, vocab] logits or their gradient.
+ * holding the [rows, vocab] logits or their gradient. Except with whole-vocabulary tiles (vocab_chunk >=
+ * vocab_limit, CPU): then the work goes row block by row block — pass 1, the block's losses, pass 2 on the
+ * tile pass 1 left — and the tile is not recomputed (three products; the tile holds row_chunk x vocab_limit
+ * logits). The same calls in the same order per dh block and per dW block as the general order, so the
+ * same results.
  *
  * The loss, its weights and its sums are exactly those of arbor_cpu_policy_loss_fused_* (policy_loss.h):
  * weights come from arbor_cpu_policy_loss_weights over the whole batch (global normalizers included),

@@ -34,8 +34,10 @@ import org.bytedeco.pytorch.Tensor;
  * Prints the median time of each and the peak extra resident memory of one call (VmHWM reset through
  * /proc/self/clear_refs; inputs and gradient outputs are allocated before). Token-mean PPO clip, fp32.
  * Run: {@code MALLOC_MMAP_THRESHOLD_=131072 ARBOR_JAVA_OPTS='-Xms3g -Xmx3g -XX:+AlwaysPreTouch'
- * bench/run.sh --main ai.arbor.bench.kernels.FusedLinearBench [T d V reps threads [tileRows tileVocab [variants]]]}
- * ({@code variants}: a comma list of the names above; the tile is fused-mem's, default {@link FusedLinear.Chunks#cpu()}).
+ * bench/run.sh --main ai.arbor.bench.kernels.FusedLinearBench [T d V reps threads [tileRows tileVocab [variants [wholeRows]]]]}
+ * ({@code variants}: a comma list of the names above; the tile is fused-mem's, default {@link FusedLinear.Chunks#cpu()}),
+ * and {@code fused-whole}: fused-mem with tiles of {@code wholeRows} (default 128) × the whole vocabulary, where pass 2
+ * reuses pass 1's tile (three products).
  */
 public final class FusedLinearBench {
     private FusedLinearBench() {}
@@ -50,6 +52,7 @@ public final class FusedLinearBench {
         FusedLinear.Chunks tile = args.length > 6 ? new FusedLinear.Chunks(Long.parseLong(args[5]), Long.parseLong(args[6]))
                 : FusedLinear.Chunks.cpu();
         java.util.Set<String> only = args.length > 7 ? java.util.Set.of(args[7].split(",")) : null;
+        FusedLinear.Chunks whole = FusedLinear.Chunks.wholeVocabulary(args.length > 8 ? Long.parseLong(args[8]) : 128, v);
         Kernels.setThreads(threads);
         CpuThreads.set(threads);  // libtorch's intra-op pool and OpenBLAS's
         Random rnd = new Random(42);
@@ -95,6 +98,8 @@ public final class FusedLinearBench {
         LogitsView logitsView = new LogitsView(MemRef.of(logitsP), DType.F32, t, v, v, v);
         Runnable fusedMem = () -> FusedLinear.forwardBackward(cfg, lin, in, MemRef.of(dhP), d, MemRef.of(dwP), d, false,
                 null, tile, 0);
+        Runnable fusedWhole = () -> FusedLinear.forwardBackward(cfg, lin, in, MemRef.of(dhP), d, MemRef.of(dwP), d, false,
+                null, whole, 0);
         Runnable unfusedMem = () -> {
             openblas_nolapack.cblas_sgemm(openblas_nolapack.CblasRowMajor, openblas_nolapack.CblasNoTrans,
                     openblas_nolapack.CblasTrans, t, v, d, 1f, hP, d, wP, d, 0f, logitsP, v);
@@ -114,8 +119,8 @@ public final class FusedLinearBench {
                 wg.grad().numel();
             }
         };
-        String[] allNames = {"fused", "fused-mem", "unfused", "unfused-mem", "libtorch"};
-        Runnable[] allOps = {fused, fusedMem, unfused, unfusedMem, libtorch};
+        String[] allNames = {"fused", "fused-mem", "fused-whole", "unfused", "unfused-mem", "libtorch"};
+        Runnable[] allOps = {fused, fusedMem, fusedWhole, unfused, unfusedMem, libtorch};
         java.util.List<String> nl = new java.util.ArrayList<>();
         java.util.List<Runnable> ol = new java.util.ArrayList<>();
         for (int i = 0; i < allNames.length; i++)

@@ -165,6 +165,50 @@ class FusedLinearTest {
             }
     }
 
+    /**
+     * Tiles of the whole vocabulary (chunk vocab ≥ the vocabulary): pass 2 reuses pass 1's tile (three products) and
+     * runs row block by row block; equal to the unfused path, over several row blocks with masked rows, at every
+     * thread count to the bit, and with tied embeddings.
+     */
+    @Test
+    void wholeVocabularyTilesReusePassOnesLogits() {
+        long seed = Seeds.seed("FusedLinearTest.wholeVocabularyTilesReusePassOnesLogits");
+        Random rnd = new Random(seed);
+        PolicyLossConfig[] cfgs = {PolicyLossConfig.defaults(),
+            PolicyLossConfig.grpoTcr().toBuilder().entropyCoef(0.01).agg(LossAgg.SEQ_MEAN_TOKEN_MEAN).temperature(0.7).build()};
+        for (int[] s : new int[][] {{1, 3, 5, 5}, {45, 11, 777, 770}, {100, 16, 2500, 2499}})
+            for (PolicyLossConfig cfg : cfgs)
+                for (long chunkRows : new long[] {1, 7, 64}) {
+                    Problem p = Problem.random(rnd, s[0], s[1], s[2], s[3], 0.25);
+                    compare("whole vocabulary, " + chunkRows + " rows", cfg, p, FusedLinear.Chunks.wholeVocabulary(chunkRows, s[2] + rnd.nextInt(3)));
+                }
+        Problem p = Problem.random(rnd, 70, 9, 1500, 1490, 0.2);
+        FusedLinear.Chunks ch = FusedLinear.Chunks.wholeVocabulary(16, 1500);
+        int before = Kernels.threads();
+        float[][] dh = new float[2][p.rows * p.dim], dw = new float[2][p.vocab * p.dim];
+        PolicyLossResult[] res = new PolicyLossResult[2];
+        try {
+            for (int t = 1; t <= 2; t++) {
+                Kernels.setThreads(t);
+                res[t - 1] = FusedLinear.forwardBackward(PolicyLossConfig.treeGrpo(), p.h, p.rows, p.dim, p.w, p.vocab,
+                        p.vocabLimit, p.labels, p.old, p.adv, p.mask, p.ref, null, null, dh[t - 1], dw[t - 1], false, ch, null, null);
+            }
+        } finally {
+            Kernels.setThreads(before);
+        }
+        assertEquals(res[0], res[1]);
+        assertArrayEquals(dh[0], dh[1]);
+        assertArrayEquals(dw[0], dw[1]);
+        float[] dwAcc = new float[p.vocab * p.dim], start = new float[p.vocab * p.dim];
+        for (int i = 0; i < start.length; i++) start[i] = dwAcc[i] = (float) rnd.nextGaussian();
+        FusedLinear.forwardBackward(PolicyLossConfig.treeGrpo(), p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels,
+                p.old, p.adv, p.mask, p.ref, null, null, null, dwAcc, true, ch, null, null);
+        for (int i = 0; i < start.length; i++) {
+            if (i / p.dim >= p.vocabLimit) assertEquals(start[i], dwAcc[i], "padding row left as it was");
+            else assertEquals((double) start[i] + dw[0][i], dwAcc[i], 1e-6 * (1 + Math.abs(start[i])), "dW[" + i + "] accumulated");
+        }
+    }
+
     @Test
     void equalsUnfusedPathWithAepoTopEntropySelection() {
         long seed = Seeds.seed("FusedLinearTest.equalsUnfusedPathWithAepoTopEntropySelection");

@@ -129,7 +129,7 @@ final class PackedPasses {
                     Tensor h = backward ? pairHidden(policy, in) : noGrad(() -> pairHidden(policy, in));
                     Tensor lm = policy.lmHeadWeight();
                     TorchFusedLinear.Output out = TorchFusedLinear.forwardBackward(c, h.detach(), lm.detach(), in.labels, old, adv, w, ref, seq,
-                            vocabLimit, backward, null, null);
+                            vocabLimit, backward, null, Trainer.fusedLinearChunks(policy, vocabLimit));
                     if (backward) {
                         h.backward(out.gradHidden(), new BoolOptional(), false, new TensorArrayRefOptional());
                         lm.backward(out.gradWeight(), new BoolOptional(), false, new TensorArrayRefOptional());

@@ -166,8 +166,12 @@ class PackedTrainingTest {
                      Trainer plain = new Trainer(p1, OptimConfig.adamW(1e-3), 10, budget, LIMIT).packing(false);
                      Trainer packed = new Trainer(p2, OptimConfig.adamW(1e-3), 10, budget, LIMIT).packing(true, 64);
                      PointerScope scope = new PointerScope()) {
-                    PolicyLossResult a = plain.policyBackward(b, loss), c = packed.policyBackward(b, loss);
                     String what = e.getKey() + " (" + (cfg == CHAR ? "char" : "qwen3") + ", seed " + seed + ")";
+                    if (loss.selectsByEntropy()) {
+                        loss = clearTopEntropyFraction(loss, p1, b);
+                        what += " q " + loss.aepoTopEntropyFraction();
+                    }
+                    PolicyLossResult a = plain.policyBackward(b, loss), c = packed.policyBackward(b, loss);
                     // float32 sums of terms of both signs: 1e-5 relative plus 1e-7 absolute (the losses are O(1e-3 … 1))
                     assertEquals(a.loss(), c.loss(), 1e-7 + 1e-5 * Math.abs(a.loss()), what + " loss");
                     assertEquals(a.tokens(), c.tokens(), 0, what + " tokens");
@@ -179,6 +183,32 @@ class PackedTrainingTest {
             System.out.printf("%s: %d trajectories, %d rows, %d unique of %d tokens, %d micro-batches; worst gradient rel. diff %.3g%n",
                     cfg == CHAR ? "char" : "qwen3", b.sequenceCount(), b.rows(), work.uniqueTokens(), work.totalTokens(), work.microBatches(), worst);
         }
+    }
+
+    /**
+     * AEPO's top-q fraction moved to where the selection boundary has a clear gap: the packed and unpacked passes
+     * compute each entropy to a few ulp apart, so two trained tokens whose entropies tie to that precision at the
+     * boundary may be selected by one pass and not the other (a whole token's gradient apart: seed 13365635994839
+     * at q 0.3). Takes the count k in [0.2 n, 0.4 n] of the n trained tokens with the widest gap between the k-th
+     * largest entropy and the next (scored unpacked, one micro-batch) and q = (k − ½) / n, which selects those k.
+     */
+    private static PolicyLossConfig clearTopEntropyFraction(PolicyLossConfig loss, ReferencePolicy policy, TokenBatch b) {
+        float[] h = Trainer.score(policy, b, (float) loss.temperature(), 1 << 14, LIMIT).entropies();
+        float[] v = new float[h.length];
+        int n = 0;
+        for (int i = 0; i < h.length; i++) if (b.weight()[i] > 0) v[n++] = h[i];
+        java.util.Arrays.sort(v, 0, n);
+        int bestK = -1;
+        double bestGap = -1;
+        for (int k = Math.max(1, (int) (0.2 * n)); k <= Math.min(n - 1, (int) (0.4 * n)); k++) {
+            double gap = (double) v[n - k] - v[n - k - 1];
+            if (gap > bestGap) {
+                bestGap = gap;
+                bestK = k;
+            }
+        }
+        assertTrue(bestK > 0 && bestGap > 1e-5, "a top-q boundary with a gap among " + n + " trained tokens (widest " + bestGap + ")");
+        return loss.toBuilder().aepoTopEntropyFraction((bestK - 0.5) / n).build();
     }
 
     /** The packed fused-linear path (hidden states gathered per pair, the LM head fused with the loss) against the unpacked logits path. */

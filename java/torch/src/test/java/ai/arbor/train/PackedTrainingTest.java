@@ -208,6 +208,7 @@ class PackedTrainingTest {
             }
         }
         assertTrue(bestK > 0 && bestGap > 1e-5, "a top-q boundary with a gap among " + n + " trained tokens (widest " + bestGap + ")");
+        System.out.printf("  top-q: %d of %d trained tokens, entropy gap at the boundary %.3g%n", bestK, n, bestGap);
         return loss.toBuilder().aepoTopEntropyFraction((bestK - 0.5) / n).build();
     }
 

@@ -184,28 +184,14 @@ class FusedLinearTest {
                 }
         Problem p = Problem.random(rnd, 70, 9, 1500, 1490, 0.2);
         FusedLinear.Chunks ch = FusedLinear.Chunks.wholeVocabulary(16, 1500);
-        int before = Kernels.threads();
-        float[][] dh = new float[2][p.rows * p.dim], dw = new float[2][p.vocab * p.dim];
-        PolicyLossResult[] res = new PolicyLossResult[2];
-        try {
-            for (int t = 1; t <= 2; t++) {
-                Kernels.setThreads(t);
-                res[t - 1] = FusedLinear.forwardBackward(PolicyLossConfig.treeGrpo(), p.h, p.rows, p.dim, p.w, p.vocab,
-                        p.vocabLimit, p.labels, p.old, p.adv, p.mask, p.ref, null, null, dh[t - 1], dw[t - 1], false, ch, null, null);
-            }
-        } finally {
-            Kernels.setThreads(before);
-        }
-        assertEquals(res[0], res[1]);
-        assertArrayEquals(dh[0], dh[1]);
-        assertArrayEquals(dw[0], dw[1]);
+        float[] dw = sameBitsAtOneAndTwoThreads(PolicyLossConfig.treeGrpo(), p, ch).dw();
         float[] dwAcc = new float[p.vocab * p.dim], start = new float[p.vocab * p.dim];
         for (int i = 0; i < start.length; i++) start[i] = dwAcc[i] = (float) rnd.nextGaussian();
         FusedLinear.forwardBackward(PolicyLossConfig.treeGrpo(), p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels,
                 p.old, p.adv, p.mask, p.ref, null, null, null, dwAcc, true, ch, null, null);
         for (int i = 0; i < start.length; i++) {
             if (i / p.dim >= p.vocabLimit) assertEquals(start[i], dwAcc[i], "padding row left as it was");
-            else assertEquals((double) start[i] + dw[0][i], dwAcc[i], 1e-6 * (1 + Math.abs(start[i])), "dW[" + i + "] accumulated");
+            else assertEquals((double) start[i] + dw[i], dwAcc[i], 1e-6 * (1 + Math.abs(start[i])), "dW[" + i + "] accumulated");
         }
     }
 
@@ -264,6 +250,28 @@ class FusedLinearTest {
         Problem p = Problem.random(rnd, 70, 9, 4100, 4100, 0.2);
         PolicyLossConfig cfg = PolicyLossConfig.treeGrpo();
         FusedLinear.Chunks ch = new FusedLinear.Chunks(32, 1024);
+        Run arrays = sameBitsAtOneAndTwoThreads(cfg, p, ch);
+        // the memory form over direct buffers: the same kernel, the same bits
+        ByteBuffer h = floats(p.h), w = floats(p.w), old = floats(p.old), adv = floats(p.adv), mask = floats(p.mask),
+                ref = floats(p.ref), gh = floats(new float[p.rows * p.dim]), gw = floats(new float[p.vocab * p.dim]);
+        ByteBuffer lab = ByteBuffer.allocateDirect(4 * p.rows).order(ByteOrder.nativeOrder());
+        for (int i = 0; i < p.rows; i++) lab.putInt(4 * i, p.labels[i]);
+        PolicyLossResult m = FusedLinear.forwardBackward(cfg,
+                FusedLinear.Linear.of(MemRef.of(h), MemRef.of(w), DType.F32, p.rows, p.dim, p.vocab),
+                PolicyLoss.Inputs.of(MemRef.of(lab), DType.I32, MemRef.of(old), MemRef.of(adv), MemRef.of(mask), MemRef.of(ref)),
+                MemRef.of(gh), p.dim, MemRef.of(gw), p.dim, false, null, ch, 0L);
+        assertEquals(arrays.res(), m);
+        float[] ghA = new float[p.rows * p.dim], gwA = new float[p.vocab * p.dim];
+        gh.asFloatBuffer().get(ghA);
+        gw.asFloatBuffer().get(gwA);
+        assertArrayEquals(arrays.dh(), ghA);
+        assertArrayEquals(arrays.dw(), gwA);
+    }
+
+    private record Run(PolicyLossResult res, float[] dh, float[] dw) {}
+
+    /** The fused call (arrays) at 1 and at 2 threads: the same result and gradients to the bit; returns the 2-thread run. */
+    private static Run sameBitsAtOneAndTwoThreads(PolicyLossConfig cfg, Problem p, FusedLinear.Chunks ch) {
         int before = Kernels.threads();
         float[][] dh = new float[2][p.rows * p.dim], dw = new float[2][p.vocab * p.dim];
         PolicyLossResult[] res = new PolicyLossResult[2];
@@ -276,24 +284,10 @@ class FusedLinearTest {
         } finally {
             Kernels.setThreads(before);
         }
-        assertEquals(res[0], res[1]);
-        assertArrayEquals(dh[0], dh[1]);
-        assertArrayEquals(dw[0], dw[1]);
-        // the memory form over direct buffers: the same kernel, the same bits
-        ByteBuffer h = floats(p.h), w = floats(p.w), old = floats(p.old), adv = floats(p.adv), mask = floats(p.mask),
-                ref = floats(p.ref), gh = floats(new float[p.rows * p.dim]), gw = floats(new float[p.vocab * p.dim]);
-        ByteBuffer lab = ByteBuffer.allocateDirect(4 * p.rows).order(ByteOrder.nativeOrder());
-        for (int i = 0; i < p.rows; i++) lab.putInt(4 * i, p.labels[i]);
-        PolicyLossResult m = FusedLinear.forwardBackward(cfg,
-                FusedLinear.Linear.of(MemRef.of(h), MemRef.of(w), DType.F32, p.rows, p.dim, p.vocab),
-                PolicyLoss.Inputs.of(MemRef.of(lab), DType.I32, MemRef.of(old), MemRef.of(adv), MemRef.of(mask), MemRef.of(ref)),
-                MemRef.of(gh), p.dim, MemRef.of(gw), p.dim, false, null, ch, 0L);
-        assertEquals(res[1], m);
-        float[] ghA = new float[p.rows * p.dim], gwA = new float[p.vocab * p.dim];
-        gh.asFloatBuffer().get(ghA);
-        gw.asFloatBuffer().get(gwA);
-        assertArrayEquals(dh[1], ghA);
-        assertArrayEquals(dw[1], gwA);
+        assertEquals(res[0], res[1], "result at 1 and 2 threads");
+        assertArrayEquals(dh[0], dh[1], "dh at 1 and 2 threads");
+        assertArrayEquals(dw[0], dw[1], "dW at 1 and 2 threads");
+        return new Run(res[1], dh[1], dw[1]);
     }
 
     private static ByteBuffer floats(float[] a) {

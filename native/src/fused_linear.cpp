@@ -92,12 +92,11 @@ static void pass1(const float* h, int64_t rbeg, int64_t rend, int64_t dim, int64
                   int64_t vl, const void* labels, int label_dtype, float inv_t, const uint8_t* valid, const Scratch& sc,
                   arbor_sgemm_fn sgemm, int num_threads, std::atomic<int>& bad_label) {
     const arbor_fl::Layout& l = sc.l;
-    const int64_t rows = rend;
     float* tile = sc.f(l.tile);
     float *lse = sc.f(l.lse), *ent = sc.f(l.ent), *zy = sc.f(l.zy);
     double *M = sc.d(l.m), *S = sc.d(l.s), *U = sc.d(l.u);
-    for (int64_t r0 = rbeg; r0 < rows; r0 += l.tr) {
-        const int64_t tr = rows - r0 < l.tr ? rows - r0 : l.tr;
+    for (int64_t r0 = rbeg; r0 < rend; r0 += l.tr) {
+        const int64_t tr = rend - r0 < l.tr ? rend - r0 : l.tr;
         for (int64_t r = r0; r < r0 + tr; ++r) {
             M[r] = -INFINITY;
             S[r] = U[r] = 0.0;

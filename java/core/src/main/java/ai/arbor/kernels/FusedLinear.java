@@ -19,10 +19,11 @@ import org.bytedeco.javacpp.Pointer;
  * statistics, then the per-token loss; pass 2 recomputes each tile, overwrites it with ∂loss/∂logits
  * and accumulates {@code dh += G·W_v}, {@code dW_v += Gᵀ·h}. Extra memory:
  * {@link #workspaceBytes} — one tile plus O(rows), independent of rows·vocab; cost: four products of
- * the logits' size instead of three. With {@link Chunks#wholeVocabulary whole-vocabulary tiles} (CPU) pass 2
- * reuses pass 1's tile, row block by row block: three products, for a tile of chunk rows × vocabulary. The loss, its weights ({@link LossAgg}, global normalizers
- * included) and its sums are those of {@link PolicyLoss#forwardBackward}: equal to the unfused path
- * (product, then the fused policy loss, then the two products) to fp32 rounding.
+ * the logits' size instead of three. With {@link Chunks#wholeVocabulary whole-vocabulary tiles} (CPU) pass 2 reuses
+ * pass 1's tile, row block by row block: three products, for a tile of chunk rows × vocabulary. The loss, its
+ * weights ({@link LossAgg}, global normalizers included) and its sums are those of
+ * {@link PolicyLoss#forwardBackward}: equal to the unfused path (product, then the fused policy loss, then the two
+ * products) to fp32 rounding.
  *
  * <p>CPU: fp32, the products are OpenBLAS's {@code cblas_sgemm} from the JavaCPP openblas preset
  * (OpenBLAS runs its own threads: {@code OPENBLAS_NUM_THREADS} or {@code openblas_set_num_threads};

@@ -16,6 +16,7 @@
 // kernel's; the statistics (logprob, entropy, the truncated normalizer) use the fast paths.
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <float.h>
 #include <math.h>
@@ -144,7 +145,14 @@ struct SampleAvx512Isa : SampleAvx2Isa {
 // (smath::radix_pick) as the CUDA kernel; exact, so the result does not depend on the order (nor on the
 // method: a short list is sorted instead).
 static uint32_t radix_select(uint32_t* keys, int64_t* w, int64_t n, int64_t target) {
-    if (n <= 256) {  // short lists: sorted, the same value (the definition is exact), without 4 x 256-bin rounds
+    if (n <= 256 && !w) {  // short count-only lists: the target-th largest by selection (the same value)
+        uint32_t t[256];
+        for (int64_t i = 0; i < n; ++i) t[i] = keys[i];
+        const int64_t r = target < 1 ? 0 : target > n ? n - 1 : target - 1;
+        std::nth_element(t, t + r, t + n, std::greater<uint32_t>());
+        return n > 0 ? t[r] : 0;
+    }
+    if (n <= 256) {  // short weighted lists: sorted, the same value (the definition is exact), without 4 x 256-bin rounds
         struct KW {
             uint32_t key;
             int64_t w;

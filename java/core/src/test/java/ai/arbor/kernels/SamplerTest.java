@@ -392,50 +392,101 @@ class SamplerTest {
         SamplingParams t1 = SamplingParams.temperature(1f);
         SamplingParams[] ps = {t1.withTopK(50), t1.withTopK(50).withTopP(0.9f), SamplingParams.temperature(0.8f).withTopK(700).withTopP(0.95f),
             t1.withTopK(3).withMinP(0.2f)};
-        int checked = 0, skipped = 0;
+        int[] tally = new int[2];  // checked, skipped
         int rows = 8, vocab = 20000;
         for (String isa : Kernels.cpuIsas()) {
             Kernels.forceCpuIsa(isa);
             for (SamplingParams params : ps) {
                 float[] x = Logits.random(rnd, rows, vocab, vocab, vocab, false);
                 for (int j = 0; j < x.length / 2; j++) x[j] = Math.round(x[j] * 4) / 4f;  // ties (first half of the rows)
-                long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
-                for (int r = 0; r < rows; r++) steps[r] = rnd.nextInt() & 0xffffffffL;
-                long s = rnd.nextLong();
-                SampleResult res = Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null);
-                double[][] q = refProbs(x, rows, vocab, vocab, params);
-                float invT = 1f / params.temperature();
-                for (int r = 0; r < rows; r++) {
-                    if (!topPBoundaryIsClear(Arrays.copyOfRange(x, r * vocab, (r + 1) * vocab), params)) {
-                        skipped++;
-                        continue;
-                    }
-                    double best = Double.NEGATIVE_INFINITY, second = Double.NEGATIVE_INFINITY;
-                    int arg = -1;
-                    for (int j = 0; j < vocab; j++) {
-                        if (q[r][j] == 0) continue;
-                        double key = (double) (x[r * vocab + j] * invT) + Sampler.gumbel(s, keys[r], steps[r], j);
-                        if (key > best) {
-                            second = best;
-                            best = key;
-                            arg = j;
-                        } else if (key > second) second = key;
-                    }
-                    if (best - second < 1e-4 * (1 + Math.abs(best))) {
-                        skipped++;
-                        continue;
-                    }
-                    assertEquals(arg, res.tokens()[r], isa + " " + params + " row " + r);
-                    double zy = x[r * vocab + arg] * invT;
-                    assertEquals(Math.log(q[r][arg]), res.logprobSampled()[r], 2e-5 * (1 + Math.log(vocab)) + 1e-6 * Math.abs(zy),
-                            isa + " " + params + " row " + r + ": logprobSampled");
-                    checked++;
-                }
+                checkGumbelMaxOfTheExactSet(x, rows, vocab, params, rnd, isa, tally);
             }
         }
         Kernels.forceCpuIsa(null);
-        System.out.println("  checked " + checked + " rows, skipped " + skipped);
-        assertTrue(checked > 60, "only " + checked + " rows checked");
+        System.out.println("  checked " + tally[0] + " rows, skipped " + tally[1]);
+        assertTrue(tally[0] > 60, "only " + tally[0] + " rows checked");
+    }
+
+    /**
+     * The candidates' edge cases: the statistics pass marks the groups of 4 vectors whose raw values reach a bound
+     * of the threshold (x &lt; bound ⇒ fl(x·(1/T)) &lt; threshold) and appends their candidates after each chunk.
+     * Rows whose first chunk has fewer finite columns than k (the threshold stays unset), whole chunks of −inf,
+     * the largest values in the last chunk (the threshold rises late), lengths that end in a partial group and a
+     * partial vector, and temperatures whose products tie on a quarter grid: the token is still the Gumbel max
+     * over the exact kept set and log q(y) exact, on every CPU path.
+     */
+    @Test
+    void topKCandidatesSurviveMaskedChunksTailsAndTemperedTies() {
+        long seed = Logits.seed();
+        System.out.println("topKCandidatesSurviveMaskedChunksTailsAndTemperedTies seed=" + seed);
+        Random rnd = new Random(seed);
+        int[] vocabs = {2048 * 2 + 37, 4096 + 5, 2048 * 3 + 1000, 700};
+        SamplingParams[] ps = {SamplingParams.temperature(1f).withTopK(40), SamplingParams.temperature(0.8f).withTopK(40),
+            SamplingParams.temperature(1.6f).withTopK(7).withTopP(0.9f), SamplingParams.temperature(0.37f).withTopK(100)};
+        int[] tally = new int[2];
+        int rows = 12;
+        for (String isa : Kernels.cpuIsas()) {
+            Kernels.forceCpuIsa(isa);
+            for (int vocab : vocabs)
+                for (SamplingParams params : ps) {
+                    float[] x = new float[rows * vocab];
+                    for (int r = 0; r < rows; r++) {
+                        int kind = r % 4;
+                        for (int j = 0; j < vocab; j++) {
+                            float v = Math.round(rnd.nextGaussian() * 8) / 4f;  // a quarter grid: ties before and after 1/T
+                            if (kind == 0 && j < 2048 && j % 64 != 0) v = Float.NEGATIVE_INFINITY;  // 32 finite in chunk 0
+                            if (kind == 1 && j >= 2048 && j < 4096) v = Float.NEGATIVE_INFINITY;  // a whole chunk of -inf
+                            if (kind == 2 && j >= vocab - 300) v += 6f;  // the top of the row in its last columns
+                            x[r * vocab + j] = v;
+                        }
+                    }
+                    checkGumbelMaxOfTheExactSet(x, rows, vocab, params, rnd, isa, tally);
+                }
+        }
+        Kernels.forceCpuIsa(null);
+        System.out.println("  checked " + tally[0] + " rows, skipped " + tally[1]);
+        assertTrue(tally[0] > 200, "only " + tally[0] + " rows checked");
+    }
+
+    /**
+     * Samples x with fresh keys, steps and seed and checks each row whose top-p boundary is clear and whose best two
+     * Gumbel keys are apart: the token is argmax of z_j + G_j over the exact kept set (double reference) and
+     * logprobSampled = log q(y). tally: rows checked, rows skipped.
+     */
+    static void checkGumbelMaxOfTheExactSet(float[] x, int rows, int vocab, SamplingParams params, Random rnd, String isa,
+                                            int[] tally) {
+        long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
+        for (int r = 0; r < rows; r++) steps[r] = rnd.nextInt() & 0xffffffffL;
+        long s = rnd.nextLong();
+        SampleResult res = Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null);
+        double[][] q = refProbs(x, rows, vocab, vocab, params);
+        float invT = 1f / params.temperature();
+        for (int r = 0; r < rows; r++) {
+            if (!topPBoundaryIsClear(Arrays.copyOfRange(x, r * vocab, (r + 1) * vocab), params)) {
+                tally[1]++;
+                continue;
+            }
+            double best = Double.NEGATIVE_INFINITY, second = Double.NEGATIVE_INFINITY;
+            int arg = -1;
+            for (int j = 0; j < vocab; j++) {
+                if (q[r][j] == 0) continue;
+                double key = (double) (x[r * vocab + j] * invT) + Sampler.gumbel(s, keys[r], steps[r], j);
+                if (key > best) {
+                    second = best;
+                    best = key;
+                    arg = j;
+                } else if (key > second) second = key;
+            }
+            if (best - second < 1e-4 * (1 + Math.abs(best))) {
+                tally[1]++;
+                continue;
+            }
+            assertEquals(arg, res.tokens()[r], isa + " " + params + " V=" + vocab + " row " + r);
+            double zy = x[r * vocab + arg] * invT;
+            assertEquals(Math.log(q[r][arg]), res.logprobSampled()[r], 2e-5 * (1 + Math.log(vocab)) + 1e-6 * Math.abs(zy),
+                    isa + " " + params + " V=" + vocab + " row " + r + ": logprobSampled");
+            tally[0]++;
+        }
     }
 
     /**

@@ -153,17 +153,13 @@ static uint32_t radix_select(uint32_t* keys, int64_t* w, int64_t n, int64_t targ
         return n > 0 ? t[r] : 0;
     }
     if (n <= 256) {  // short weighted lists: sorted, the same value (the definition is exact), without 4 x 256-bin rounds
-        struct KW {
-            uint32_t key;
-            int64_t w;
-        };
-        KW t[256];
-        for (int64_t i = 0; i < n; ++i) t[i] = KW{keys[i], w ? w[i] : 1};
-        std::sort(t, t + n, [](const KW& a, const KW& b) { return a.key > b.key; });
+        uint64_t t[256];  // key above, position below: plain integers sort faster than (key, weight) records
+        for (int64_t i = 0; i < n; ++i) t[i] = (uint64_t)keys[i] << 32 | (uint64_t)i;
+        std::sort(t, t + n, std::greater<uint64_t>());
         int64_t cum = 0;
         for (int64_t i = 0; i < n; ++i)
-            if ((cum += t[i].w) >= target) return t[i].key;
-        return n > 0 ? t[n - 1].key : 0;  // unreachable when the total weight reaches target
+            if ((cum += w[t[i] & 0xffffffffu]) >= target) return (uint32_t)(t[i] >> 32);
+        return n > 0 ? (uint32_t)(t[n - 1] >> 32) : 0;  // unreachable when the total weight reaches target
     }
     int64_t above = 0;
     uint32_t prefix = 0;

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include <type_traits>
+
 #include "exp_poly.h"
 #include "half.h"
 

@@ -266,14 +266,14 @@ class CpuPathsTest {
                 for (boolean inPlace : new boolean[] {false, true}) {
                     ByteBuffer logits = copy(all);
                     ByteBuffer grad = inPlace ? logits : ByteBuffer.allocateDirect(all.capacity()).order(ByteOrder.nativeOrder());
-                    backward(logits, grad, dt, rows, vocab, stride, limit, labels, glp, gh, 0);
+                    backward(logits, grad, dt, dt, rows, vocab, stride, limit, labels, glp, gh, null, null);
                     // the same rows one at a time: each gradient well below the streaming size
                     for (int r = 0; r < rows; r += 1 + rnd.nextInt(7)) {
                         ByteBuffer one = ByteBuffer.allocateDirect(stride * dt.bytes()).order(ByteOrder.nativeOrder());
                         for (int j = 0; j < stride * dt.bytes(); j++) one.put(j, all.get(r * stride * dt.bytes() + j));
                         ByteBuffer g1 = inPlace ? one : ByteBuffer.allocateDirect(one.capacity()).order(ByteOrder.nativeOrder());
-                        backward(one, g1, dt, 1, vocab, stride, limit, new int[] {labels[r]}, new float[] {glp[r]},
-                                new float[] {gh[r]}, 0);
+                        backward(one, g1, dt, dt, 1, vocab, stride, limit, new int[] {labels[r]}, new float[] {glp[r]},
+                                new float[] {gh[r]}, null, null);
                         for (int j = 0; j < vocab * dt.bytes(); j++)
                             if (g1.get(j) != grad.get(r * stride * dt.bytes() + j))
                                 assertEquals(g1.get(j), grad.get(r * stride * dt.bytes() + j),
@@ -285,24 +285,94 @@ class CpuPathsTest {
         }
     }
 
+    /**
+     * The bf16 gradient's rounding skips its NaN handling where every NaN that can reach it has zero low 16 bits
+     * (bf16 logits; g_lp, g_H, lse and H not NaN). With saved statistics the kernel does not look for NaN logits,
+     * so bf16 NaNs with every kind of payload (signalling, all ones, negative) reach it, in rows whose g_lp or g_H
+     * is a NaN with a low payload half that the rounding alone would carry into the high half (the full rounding
+     * then) and rows where they are not. Every bf16 gradient value — streamed (all rows at once, ≥ 16 MiB) and
+     * plain (rows one at a time) — is the fp32 gradient of the same call rounded by the scalar conversion
+     * (arbor_f32_to_bf16, checked above), bitwise. (It fails when the NaN test of g_lp and g_H is left out.)
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("isas")
+    void bf16GradientIsTheRoundedFp32GradientWithEveryNaNPayload(String isa) {
+        Kernels.forceCpuIsa(isa);
+        long seed = Logits.seed();
+        System.out.println("bf16GradientIsTheRoundedFp32GradientWithEveryNaNPayload " + isa + " seed=" + seed);
+        Random rnd = new Random(seed);
+        int vocab = 100003, stride = vocab + 1, limit = vocab;
+        int rows = (int) (16L * 1024 * 1024 / (2L * stride)) + 2;
+        ByteBuffer all = Logits.direct(Logits.random(rnd, rows, vocab, stride, limit, false), DType.BF16);
+        short[] nanBits = {(short) 0x7f81, (short) 0xffff, (short) 0x7fc1, (short) 0xff81, (short) 0x7fc0, (short) 0x7fbf};
+        for (int r = 0; r < rows; r++)  // written as bits: a conversion from float would quiet the signalling ones
+            for (int i = 0; i < 40; i++) all.putShort(2 * (r * stride + rnd.nextInt(limit)), nanBits[rnd.nextInt(nanBits.length)]);
+        int[] labels = new int[rows];
+        float[] glp = new float[rows], gh = new float[rows], lse = new float[rows], ent = new float[rows];
+        // low payload halves >= 0x8000: the rounding alone would carry into the high half (0x7fffffff to -0)
+        float payloadNaN = Float.intBitsToFloat(0x7fffffff), negativePayloadNaN = Float.intBitsToFloat(0xffc1ffff);
+        for (int r = 0; r < rows; r++) {
+            labels[r] = rnd.nextInt(limit);
+            glp[r] = r % 5 == 1 ? payloadNaN : (float) rnd.nextGaussian();
+            gh[r] = r % 5 == 2 ? negativePayloadNaN : (float) rnd.nextGaussian() * 0.1f;
+            lse[r] = 12f + (float) rnd.nextGaussian();
+            ent[r] = 3f + (float) rnd.nextGaussian();
+        }
+        ByteBuffer g32 = ByteBuffer.allocateDirect(4 * rows * stride).order(ByteOrder.nativeOrder());
+        ByteBuffer g16 = ByteBuffer.allocateDirect(2 * rows * stride).order(ByteOrder.nativeOrder());
+        backward(all, g32, DType.BF16, DType.F32, rows, vocab, stride, limit, labels, glp, gh, lse, ent);
+        backward(all, g16, DType.BF16, DType.BF16, rows, vocab, stride, limit, labels, glp, gh, lse, ent);
+        int nans = 0;
+        for (int r = 0; r < rows; r++) {
+            ByteBuffer g1 = null;
+            if (r % 7 == 3) {  // this row alone: plain stores
+                ByteBuffer one = ByteBuffer.allocateDirect(2 * stride).order(ByteOrder.nativeOrder());
+                for (int j = 0; j < 2 * stride; j++) one.put(j, all.get(2 * r * stride + j));
+                g1 = ByteBuffer.allocateDirect(2 * stride).order(ByteOrder.nativeOrder());
+                backward(one, g1, DType.BF16, DType.BF16, 1, vocab, stride, limit, new int[] {labels[r]},
+                        new float[] {glp[r]}, new float[] {gh[r]}, new float[] {lse[r]}, new float[] {ent[r]});
+            }
+            for (int j = 0; j < vocab; j++) {
+                float f = g32.getFloat(4 * (r * stride + j));
+                short want = ArborCpu.arbor_f32_to_bf16(f);
+                if (Float.isNaN(f)) nans++;
+                short got = g16.getShort(2 * (r * stride + j));
+                if (got != want)
+                    assertEquals(Integer.toHexString(want & 0xffff), Integer.toHexString(got & 0xffff),
+                            isa + " streamed row " + r + " column " + j + " (fp32 " + Integer.toHexString(Float.floatToRawIntBits(f)) + ")");
+                if (g1 != null && g1.getShort(2 * j) != want)
+                    assertEquals(Integer.toHexString(want & 0xffff), Integer.toHexString(g1.getShort(2 * j) & 0xffff),
+                            isa + " plain row " + r + " column " + j + " (fp32 " + Integer.toHexString(Float.floatToRawIntBits(f)) + ")");
+            }
+        }
+        assertTrue(nans > 20 * rows, nans + " NaN gradients");
+    }
+
     static ByteBuffer copy(ByteBuffer b) {
         ByteBuffer c = ByteBuffer.allocateDirect(b.capacity()).order(ByteOrder.nativeOrder());
         c.put(b.duplicate().clear());
         return c.clear();
     }
 
-    static void backward(ByteBuffer logits, ByteBuffer grad, DType dt, int rows, int vocab, int stride, int limit,
-                         int[] labels, float[] glp, float[] gh, int unused) {
+    /** TokenStats.backward at temperature 1.3; lse and ent (the saved statistics) both null to recompute them. */
+    static void backward(ByteBuffer logits, ByteBuffer grad, DType dt, DType gradType, int rows, int vocab, int stride, int limit,
+                         int[] labels, float[] glp, float[] gh, float[] lse, float[] ent) {
         ByteBuffer lb = ByteBuffer.allocateDirect(4 * rows).order(ByteOrder.nativeOrder());
         ByteBuffer g1 = ByteBuffer.allocateDirect(4 * rows).order(ByteOrder.nativeOrder());
         ByteBuffer g2 = ByteBuffer.allocateDirect(4 * rows).order(ByteOrder.nativeOrder());
+        ByteBuffer sl = ByteBuffer.allocateDirect(4 * rows).order(ByteOrder.nativeOrder());
+        ByteBuffer se = ByteBuffer.allocateDirect(4 * rows).order(ByteOrder.nativeOrder());
         for (int r = 0; r < rows; r++) {
             lb.putInt(4 * r, labels[r]);
             g1.putFloat(4 * r, glp[r]);
             g2.putFloat(4 * r, gh[r]);
+            if (lse != null) {
+                sl.putFloat(4 * r, lse[r]);
+                se.putFloat(4 * r, ent[r]);
+            }
         }
         LogitsView v = LogitsView.of(MemRef.of(logits), dt, rows, vocab).withRowStride(stride).withVocabLimit(limit);
-        TokenStats.backward(v, MemRef.of(lb), DType.I32, 1.3f, null, null, null, MemRef.of(g1), MemRef.of(g2),
-                MemRef.of(grad), dt, stride, 0);
+        TokenStats.backward(v, MemRef.of(lb), DType.I32, 1.3f, null, lse == null ? null : MemRef.of(sl),
+                lse == null ? null : MemRef.of(se), MemRef.of(g1), MemRef.of(g2), MemRef.of(grad), gradType, stride, 0);
     }
 }

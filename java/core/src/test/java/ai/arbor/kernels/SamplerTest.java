@@ -336,46 +336,15 @@ class SamplerTest {
         SamplingParams[] ps = {SamplingParams.temperature(0.7f).withTopK(10), t1.withTopK(50).withTopP(0.9f),
             t1.withTopK(30).withMinP(0.05f), SamplingParams.temperature(1.3f).withTopP(0.99f), t1.withTopP(0.5f),
             t1.withTopK(5000).withTopP(0.8f), t1.withMinP(0.5f), t1.withMinP(0.001f)};
-        int checked = 0, skipped = 0, boundary = 0;
+        int[] tally = new int[3];  // checked, near-ties, rows at a truncation boundary
         for (SamplingParams params : ps) {
             int rows = 30, vocab = 2053, limit = 2049;
-            float[] x = Logits.random(rnd, rows, vocab, vocab, limit, true);
-            long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
-            for (int r = 0; r < rows; r++) steps[r] = rnd.nextInt() & 0xffffffffL;
-            long s = rnd.nextLong();
-            SampleResult res = Sampler.sample(x, rows, vocab, limit, params, s, keys, steps, null);
-            double[][] q = refProbs(x, rows, vocab, limit, params);
-            float invT = 1f / params.temperature();
-            for (int r = 0; r < rows; r++) {
-                if (!topPBoundaryIsClear(Arrays.copyOfRange(x, r * vocab, r * vocab + limit), params)) {
-                    boundary++;
-                    continue;
-                }
-                double best = Double.NEGATIVE_INFINITY, second = Double.NEGATIVE_INFINITY;
-                int arg = -1;
-                for (int j = 0; j < limit; j++) {
-                    if (q[r][j] == 0) continue;
-                    double key = (double) (x[r * vocab + j] * invT) + Sampler.gumbel(s, keys[r], steps[r], j);
-                    if (key > best) {
-                        second = best;
-                        best = key;
-                        arg = j;
-                    } else if (key > second) second = key;
-                }
-                if (best - second < 1e-4 * (1 + Math.abs(best))) {
-                    skipped++;
-                    continue;
-                }
-                assertEquals(arg, res.tokens()[r], params + " row " + r);
-                double zy = x[r * vocab + arg] * invT;
-                assertEquals(Math.log(q[r][arg]), res.logprobSampled()[r], 2e-5 * (1 + Math.log(limit)) + 1e-6 * Math.abs(zy),
-                        params + " row " + r + ": logprobSampled");
-                checked++;
-            }
+            checkGumbelMaxOfTheExactSet(Logits.random(rnd, rows, vocab, vocab, limit, true), rows, vocab, limit, params, rnd, "",
+                    tally);
         }
-        System.out.println("  checked " + checked + " rows, skipped " + skipped + " near-ties and " + boundary
+        System.out.println("  checked " + tally[0] + " rows, skipped " + tally[1] + " near-ties and " + tally[2]
                 + " rows at a truncation boundary");
-        assertTrue(checked > 200);
+        assertTrue(tally[0] > 200);
     }
 
     /**
@@ -392,18 +361,18 @@ class SamplerTest {
         SamplingParams t1 = SamplingParams.temperature(1f);
         SamplingParams[] ps = {t1.withTopK(50), t1.withTopK(50).withTopP(0.9f), SamplingParams.temperature(0.8f).withTopK(700).withTopP(0.95f),
             t1.withTopK(3).withMinP(0.2f)};
-        int[] tally = new int[2];  // checked, skipped
+        int[] tally = new int[3];
         int rows = 8, vocab = 20000;
         for (String isa : Kernels.cpuIsas()) {
             Kernels.forceCpuIsa(isa);
             for (SamplingParams params : ps) {
                 float[] x = Logits.random(rnd, rows, vocab, vocab, vocab, false);
                 for (int j = 0; j < x.length / 2; j++) x[j] = Math.round(x[j] * 4) / 4f;  // ties (first half of the rows)
-                checkGumbelMaxOfTheExactSet(x, rows, vocab, params, rnd, isa, tally);
+                checkGumbelMaxOfTheExactSet(x, rows, vocab, vocab, params, rnd, isa, tally);
             }
         }
         Kernels.forceCpuIsa(null);
-        System.out.println("  checked " + tally[0] + " rows, skipped " + tally[1]);
+        System.out.println("  checked " + tally[0] + " rows, skipped " + (tally[1] + tally[2]));
         assertTrue(tally[0] > 60, "only " + tally[0] + " rows checked");
     }
 
@@ -423,7 +392,7 @@ class SamplerTest {
         int[] vocabs = {2048 * 2 + 37, 4096 + 5, 2048 * 3 + 1000, 700};
         SamplingParams[] ps = {SamplingParams.temperature(1f).withTopK(40), SamplingParams.temperature(0.8f).withTopK(40),
             SamplingParams.temperature(1.6f).withTopK(7).withTopP(0.9f), SamplingParams.temperature(0.37f).withTopK(100)};
-        int[] tally = new int[2];
+        int[] tally = new int[3];
         int rows = 12;
         for (String isa : Kernels.cpuIsas()) {
             Kernels.forceCpuIsa(isa);
@@ -440,35 +409,36 @@ class SamplerTest {
                             x[r * vocab + j] = v;
                         }
                     }
-                    checkGumbelMaxOfTheExactSet(x, rows, vocab, params, rnd, isa, tally);
+                    checkGumbelMaxOfTheExactSet(x, rows, vocab, vocab, params, rnd, isa, tally);
                 }
         }
         Kernels.forceCpuIsa(null);
-        System.out.println("  checked " + tally[0] + " rows, skipped " + tally[1]);
+        System.out.println("  checked " + tally[0] + " rows, skipped " + (tally[1] + tally[2]));
         assertTrue(tally[0] > 200, "only " + tally[0] + " rows checked");
     }
 
     /**
-     * Samples x with fresh keys, steps and seed and checks each row whose top-p boundary is clear and whose best two
-     * Gumbel keys are apart: the token is argmax of z_j + G_j over the exact kept set (double reference) and
-     * logprobSampled = log q(y). tally: rows checked, rows skipped.
+     * Samples x (columns [0, limit) of rows of vocab) with fresh keys, steps and seed and checks each row whose
+     * top-p boundary is clear and whose best two Gumbel keys are apart: the token is argmax of z_j + G_j over the
+     * exact kept set (double reference) and logprobSampled = log q(y). tally: rows checked, near-ties, rows at a
+     * truncation boundary.
      */
-    static void checkGumbelMaxOfTheExactSet(float[] x, int rows, int vocab, SamplingParams params, Random rnd, String isa,
-                                            int[] tally) {
+    static void checkGumbelMaxOfTheExactSet(float[] x, int rows, int vocab, int limit, SamplingParams params, Random rnd,
+                                            String where, int[] tally) {
         long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
         for (int r = 0; r < rows; r++) steps[r] = rnd.nextInt() & 0xffffffffL;
         long s = rnd.nextLong();
-        SampleResult res = Sampler.sample(x, rows, vocab, vocab, params, s, keys, steps, null);
-        double[][] q = refProbs(x, rows, vocab, vocab, params);
+        SampleResult res = Sampler.sample(x, rows, vocab, limit, params, s, keys, steps, null);
+        double[][] q = refProbs(x, rows, vocab, limit, params);
         float invT = 1f / params.temperature();
         for (int r = 0; r < rows; r++) {
-            if (!topPBoundaryIsClear(Arrays.copyOfRange(x, r * vocab, (r + 1) * vocab), params)) {
-                tally[1]++;
+            if (!topPBoundaryIsClear(Arrays.copyOfRange(x, r * vocab, r * vocab + limit), params)) {
+                tally[2]++;
                 continue;
             }
             double best = Double.NEGATIVE_INFINITY, second = Double.NEGATIVE_INFINITY;
             int arg = -1;
-            for (int j = 0; j < vocab; j++) {
+            for (int j = 0; j < limit; j++) {
                 if (q[r][j] == 0) continue;
                 double key = (double) (x[r * vocab + j] * invT) + Sampler.gumbel(s, keys[r], steps[r], j);
                 if (key > best) {
@@ -481,10 +451,11 @@ class SamplerTest {
                 tally[1]++;
                 continue;
             }
-            assertEquals(arg, res.tokens()[r], isa + " " + params + " V=" + vocab + " row " + r);
+            String row = (where.isEmpty() ? "" : where + " ") + params + " V=" + vocab + " row " + r;
+            assertEquals(arg, res.tokens()[r], row);
             double zy = x[r * vocab + arg] * invT;
-            assertEquals(Math.log(q[r][arg]), res.logprobSampled()[r], 2e-5 * (1 + Math.log(vocab)) + 1e-6 * Math.abs(zy),
-                    isa + " " + params + " V=" + vocab + " row " + r + ": logprobSampled");
+            assertEquals(Math.log(q[r][arg]), res.logprobSampled()[r], 2e-5 * (1 + Math.log(limit)) + 1e-6 * Math.abs(zy),
+                    row + ": logprobSampled");
             tally[0]++;
         }
     }

@@ -2,7 +2,7 @@
 // (four exps an iteration into four pairs of accumulators, S += e, U += e·d) over 2048 floats, with d = x − m
 // by a subtraction (the temperature-1 loops) and by the fused x·1 − m (every other temperature). Built against a
 // tree's native/ to compare exp forms without memory in the way; then row_stats itself (the kernels' statistics pass:
-// max scan, exp scan, chunk merge) over the same 2048-float row, at temperature 1 and 0.7:
+// max scan, exp scan, chunk merge) over the same 2048-value row in fp32 and in bf16, at temperature 1 and 0.7:
 //   g++ -O2 -std=c++17 -Inative/include -Inative/src bench/native/exp_scan_l1.cpp -o /tmp/exp_scan_l1 && /tmp/exp_scan_l1
 // (for an older revision: git archive REV native | tar -x -C /tmp/old, then -I/tmp/old/native/include
 // -I/tmp/old/native/src). Cycles assume 3.1 GHz (this VM's clock under load; bench/native/fp_pipe_probe.cpp prints it).
@@ -57,18 +57,23 @@ int main() {
         run<true>("d = x - m (subtract)", x.data(), n);
         run<false>("d = fma(x, 1, -m)", x.data(), n);
     }
-    for (float inv_t : {1.0f, 1.0f / 0.7f}) {
-        double best = 1e30, s = 0;
-        for (int k = 0; k < 9; k++) {
-            const double t0 = tnow();
-            for (int r = 0; r < 20000; r++) {
-                const float* xp = x.data();
-                asm volatile("" : "+r"(xp));
-                s += arbor::avx2::row_stats<arbor::F32Tag>(xp, n, inv_t).entropy;
+    std::vector<uint16_t> xb(n);
+    for (int64_t i = 0; i < n; i++) xb[i] = arbor::f32_to_bf16(x[i]);
+    for (int bf = 0; bf < 2; bf++)
+        for (float inv_t : {1.0f, 1.0f / 0.7f}) {
+            double best = 1e30, s = 0;
+            for (int k = 0; k < 9; k++) {
+                const double t0 = tnow();
+                for (int r = 0; r < 20000; r++) {
+                    const float* xp = x.data();
+                    const uint16_t* bp = xb.data();
+                    asm volatile("" : "+r"(xp), "+r"(bp));
+                    s += bf ? arbor::avx2::row_stats<arbor::BF16Tag>(bp, n, inv_t).entropy
+                            : arbor::avx2::row_stats<arbor::F32Tag>(xp, n, inv_t).entropy;
+                }
+                best = std::min(best, (tnow() - t0) / (20000.0 * n / 8));
             }
-            best = std::min(best, (tnow() - t0) / (20000.0 * n / 8));
+            std::printf("row_stats %s, T = %.1f %.2f ns per 8-value vector = %.1f cycles at 3.1 GHz (sum %.6g)\n",
+                        bf ? "bf16" : "fp32", 1.0 / inv_t, best, best * 3.1, s);
         }
-        std::printf("row_stats, T = %.1f     %.2f ns per 8-float vector = %.1f cycles at 3.1 GHz (sum %.6g)\n", 1.0 / inv_t,
-                    best, best * 3.1, s);
-    }
 }

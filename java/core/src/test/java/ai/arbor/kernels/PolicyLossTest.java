@@ -873,11 +873,17 @@ class PolicyLossTest {
                 float[] x = new float[rows * vocab];
                 int[] peak = new int[rows];
                 for (int r = 0; r < rows; r++) {
-                    for (int j = 0; j < vocab; j++) x[r * vocab + j] = (float) (rnd.nextGaussian() * 2);
+                    float rowMax = Float.NEGATIVE_INFINITY;
+                    for (int j = 0; j < vocab; j++) {
+                        x[r * vocab + j] = (float) (rnd.nextGaussian() * 2);
+                        rowMax = Math.max(rowMax, x[r * vocab + j]);
+                    }
                     peak[r] = C + rnd.nextInt(limit - C);
+                    // the peaks stand above the row's max (not above their own value: a low peak 100 above itself
+                    // leaves columns within 87.3 of the log-sum-exp, whose p_j >= FLT_MIN is rightly not zero)
                     switch (r % 4) {
-                        case 1 -> x[r * vocab + peak[r]] += 100f;
-                        case 2 -> x[r * vocab + peak[r]] += 84f;
+                        case 1 -> x[r * vocab + peak[r]] = rowMax + 100f;
+                        case 2 -> x[r * vocab + peak[r]] = rowMax + 84f;
                         case 3 -> { for (int j = C; j < 2 * C; j++) x[r * vocab + j] = Float.NEGATIVE_INFINITY; }
                         default -> { }
                     }

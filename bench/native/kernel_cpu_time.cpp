@@ -73,6 +73,21 @@ int main(int argc,char**argv){
                          else arbor_cpu_token_stats_fwd_f32(x.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,lp.data(),h.data(),l.data(),1);},N);
     double b = best([&]{ if(bf) arbor_cpu_token_stats_bwd_bf16(xb.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,l.data(),h.data(),glp.data(),gh.data(),gb.data(),ARBOR_BF16,V,1);
                          else arbor_cpu_token_stats_bwd_f32(x.data(),rows,V,V,V,lab.data(),ARBOR_I32,1.f,nullptr,l.data(),h.data(),glp.data(),gh.data(),g.data(),ARBOR_F32,V,1);},N);
+    // the fused policy loss (PPO, token mean, every row valid), without and with an entropy bonus (c_H = 0.01)
+    std::vector<float> old(rows), adv(rows), msk(rows, 1.f), w(rows);
+    for (int i = 0; i < rows; i++) { old[i] = lp[i] - 0.3f * nd(r); adv[i] = nd(r) / 3; }
+    double counts[4];
+    arbor_cpu_policy_loss_weights(msk.data(), nullptr, rows, 0, ARBOR_AGG_TOKEN_MEAN, 0, w.data(), counts, nullptr, 0, 1);
+    arbor_policy_loss_config c{}; c.clip_mode = ARBOR_CLIP_PPO; c.eps_low = 0.2f; c.eps_high = 0.2f; c.dual_clip_c = 0;
+    c.aepo_entropy_threshold = -INFINITY; c.kl_type = ARBOR_KL_NONE; c.kl_coef = 0; c.entropy_coef = 0; c.temperature = 1;
+    double s9[ARBOR_PL_NUM_SUMS];
+    auto loss = [&] {
+      if (bf) arbor_cpu_policy_loss_fused_bf16(&c,xb.data(),rows,V,V,V,lab.data(),ARBOR_I32,old.data(),adv.data(),msk.data(),w.data(),nullptr,nullptr,nullptr,nullptr,nullptr,nullptr,gb.data(),ARBOR_BF16,V,s9,nullptr,0,1);
+      else arbor_cpu_policy_loss_fused_f32(&c,x.data(),rows,V,V,V,lab.data(),ARBOR_I32,old.data(),adv.data(),msk.data(),w.data(),nullptr,nullptr,nullptr,nullptr,nullptr,nullptr,g.data(),ARBOR_F32,V,s9,nullptr,0,1);
+    };
+    double pl = best(loss, N);
+    c.entropy_coef = 0.01f;
+    double plh = best(loss, N);
     // the sampler: T = 1 untruncated, and top-k 50 + top-p 0.9 (a new step each run: a fresh draw)
     std::vector<int> tok(rows);
     uint64_t step = 0;
@@ -82,8 +97,8 @@ int main(int argc,char**argv){
     };
     double st = best([&]{ sample(0, 1.f); }, N);
     double sk = best([&]{ sample(50, 0.9f); }, N);
-    printf("%-8s V=%-6ld %s read %6.2f copy %6.2f | fwd %6.2f bwd %6.2f | sample T %6.2f (%.2fx fwd) top-k/p %6.2f (%.2fx fwd)\n",
-           arbor_cpu_isa(), (long)V, bf?"bf16":"f32 ", fr, fc, f, b, st, st / f, sk, sk / f);
+    printf("%-8s V=%-6ld %s read %6.2f copy %6.2f | fwd %6.2f bwd %6.2f | loss %6.2f loss+H %6.2f | sample T %6.2f (%.2fx fwd) top-k/p %6.2f (%.2fx fwd)\n",
+           arbor_cpu_isa(), (long)V, bf?"bf16":"f32 ", fr, fc, f, b, pl, plh, st, st / f, sk, sk / f);
     fflush(stdout);
   }
 }

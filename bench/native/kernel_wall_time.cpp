@@ -1,6 +1,6 @@
 // Wall-clock minima (ms) of the CPU row kernels and their native memory floor on 2 threads, 512 rows, the way
 // KernelFloorBench runs them but without a JVM, for quick before/after comparisons on a noisy machine:
-//   kernel_wall_time ISA N VOCAB BF16(0|1) [floor,fwd,bwd,loss]
+//   kernel_wall_time ISA N VOCAB BF16(0|1) [floor,fwd,bwd,loss,lossH]  (lossH: the loss with an entropy bonus; naming it runs loss too)
 // (min and median of N calls each). Built by bench/kernel-wall-ab.sh against this tree and an older revision.
 #include "arbor_cpu.cpp"
 #include <stdio.h>
@@ -36,5 +36,9 @@ int main(int argc,char**argv){
   double s9[ARBOR_PL_NUM_SUMS];
   if(on("loss")) stat("loss",[&]{ int rc = bf? arbor_cpu_policy_loss_fused_bf16(&c,xb.data(),rows,V,V,V,lab.data(),ARBOR_I32,old.data(),adv.data(),mask.data(),w.data(),nullptr,nullptr,nullptr,nullptr,nullptr,nullptr,gb.data(),ARBOR_BF16,V,s9,nullptr,0,TH)
                    : arbor_cpu_policy_loss_fused_f32(&c,x.data(),rows,V,V,V,lab.data(),ARBOR_I32,old.data(),adv.data(),mask.data(),w.data(),nullptr,nullptr,nullptr,nullptr,nullptr,nullptr,g.data(),ARBOR_F32,V,s9,nullptr,0,TH); if(rc) printf("rc %d\n",rc);},N,&pl);
-  printf("\n%s V=%ld %s  fwd/read %.2f  bwd/copy %.2f  loss/copy %.2f\n", arbor_cpu_isa(), (long)V, bf?"bf16":"f32", f/fr, b/fc, pl/fc);
+  // the same with an entropy bonus (c_H = 0.01): the gradient's entropy term re-reads the row
+  double plh=0; c.entropy_coef=0.01f;
+  if(on("lossH")) stat("lossH",[&]{ int rc = bf? arbor_cpu_policy_loss_fused_bf16(&c,xb.data(),rows,V,V,V,lab.data(),ARBOR_I32,old.data(),adv.data(),mask.data(),w.data(),nullptr,nullptr,nullptr,nullptr,nullptr,nullptr,gb.data(),ARBOR_BF16,V,s9,nullptr,0,TH)
+                   : arbor_cpu_policy_loss_fused_f32(&c,x.data(),rows,V,V,V,lab.data(),ARBOR_I32,old.data(),adv.data(),mask.data(),w.data(),nullptr,nullptr,nullptr,nullptr,nullptr,nullptr,g.data(),ARBOR_F32,V,s9,nullptr,0,TH); if(rc) printf("rc %d\n",rc);},N,&plh);
+  printf("\n%s V=%ld %s  fwd/read %.2f  bwd/copy %.2f  loss/copy %.2f  lossH/copy %.2f\n", arbor_cpu_isa(), (long)V, bf?"bf16":"f32", f/fr, b/fc, pl/fc, plh/fc);
 }

@@ -122,6 +122,17 @@ struct ScalarIsa {
     static void exp_rel_row(const typename Tag::T* row, int64_t n, float inv_t, float m, float* out) {
         scalar::row_exp_rel<Tag>(row, n, inv_t, m, out);
     }
+    // row_stats keeping its exps in keep[0:n + W] and its chunks' (m_c, S_c), for grad_kept (the fused policy loss)
+    template <class Tag>
+    static RowStats stats_keep(const typename Tag::T* row, int64_t n, float inv_t, ChunkMass* chunks, float* keep) {
+        return scalar::row_stats<Tag>(row, n, inv_t, chunks, nullptr, keep);
+    }
+    template <class Tag, class OTag>
+    static void grad_kept(const typename Tag::T* row, const float* keep, const ChunkMass* chunks, int64_t n,
+                          int64_t ncols, float inv_t, float lse, float H, float g_lp, float g_H, int64_t label,
+                          typename OTag::T* out, bool stream, const typename Tag::T* next = nullptr) {
+        scalar::row_grad_kept<Tag, OTag>(row, keep, chunks, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
+    }
     template <class Tag, class OTag>
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
                      float g_H, int64_t label, typename OTag::T* out, bool stream,
@@ -165,6 +176,19 @@ struct Avx2Isa {
     __attribute__((target("avx2,fma,f16c")))
     static void exp_rel_row(const typename Tag::T* row, int64_t n, float inv_t, float m, float* out) {
         avx2::row_exp_rel<Tag>(row, n, inv_t, m, out);
+    }
+    // row_stats keeping its exps in keep[0:n + W] and its chunks' (m_c, S_c), for grad_kept (the fused policy loss)
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static RowStats stats_keep(const typename Tag::T* row, int64_t n, float inv_t, ChunkMass* chunks, float* keep) {
+        return avx2::row_stats<Tag>(row, n, inv_t, chunks, nullptr, keep);
+    }
+    template <class Tag, class OTag>
+    __attribute__((target("avx2,fma,f16c")))
+    static void grad_kept(const typename Tag::T* row, const float* keep, const ChunkMass* chunks, int64_t n,
+                          int64_t ncols, float inv_t, float lse, float H, float g_lp, float g_H, int64_t label,
+                          typename OTag::T* out, bool stream, const typename Tag::T* next = nullptr) {
+        avx2::row_grad_kept<Tag, OTag>(row, keep, chunks, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
     }
     template <class Tag, class OTag>
     __attribute__((target("avx2,fma,f16c")))
@@ -216,6 +240,19 @@ struct Avx512Isa {
     __attribute__((target(ARBOR_AVX512_TARGET)))
     static void exp_rel_row(const typename Tag::T* row, int64_t n, float inv_t, float m, float* out) {
         avx512::row_exp_rel<Tag>(row, n, inv_t, m, out);
+    }
+    // row_stats keeping its exps in keep[0:n + W] and its chunks' (m_c, S_c), for grad_kept (the fused policy loss)
+    template <class Tag>
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static RowStats stats_keep(const typename Tag::T* row, int64_t n, float inv_t, ChunkMass* chunks, float* keep) {
+        return avx512::row_stats<Tag>(row, n, inv_t, chunks, nullptr, keep);
+    }
+    template <class Tag, class OTag>
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static void grad_kept(const typename Tag::T* row, const float* keep, const ChunkMass* chunks, int64_t n,
+                          int64_t ncols, float inv_t, float lse, float H, float g_lp, float g_H, int64_t label,
+                          typename OTag::T* out, bool stream, const typename Tag::T* next = nullptr) {
+        avx512::row_grad_kept<Tag, OTag>(row, keep, chunks, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
     }
     template <class Tag, class OTag>
     __attribute__((target(ARBOR_AVX512_TARGET)))

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include <atomic>
+#include <memory>
 #include <vector>
 
 #include "arbor/arbor.h"
@@ -171,6 +172,12 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
     const bool prefetch = stream && prefetch_next_row(vocab_limit * (int64_t)sizeof(typename Tag::T));
     std::atomic<int> bad_label{0};
     parallel_for(rows, num_threads, vocab, [&](int64_t begin, int64_t end) {
+        // the statistics pass's exps of the row (64-byte aligned, room for a last vector stored whole) and its chunks'
+        // (m_c, S_c), for the gradient (Isa::grad_kept): one exp per logit
+        const int64_t nc = (vocab_limit + ARBOR_STATS_CHUNK - 1) / ARBOR_STATS_CHUNK;
+        std::unique_ptr<float[]> keep_own(new float[(size_t)(vocab_limit + 32)]);
+        float* keep = (float*)(((uintptr_t)keep_own.get() + 63) & ~(uintptr_t)63);
+        std::unique_ptr<ChunkMass[]> chunks(new ChunkMass[(size_t)(nc > 0 ? nc : 1)]);
         for (int64_t r = begin; r < end; ++r) {
             typename OTag::T* out = grad + r * grad_row_stride;
             const float m = mask[r];
@@ -191,8 +198,8 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
                 bad_label.store(1, std::memory_order_relaxed);
                 arbor_pl::token_nan(t);
             } else {
-                // Statistics exactly as arbor_cpu_token_stats_fwd computes them.
-                const RowStats st = Isa::template stats<Tag>(row, vocab_limit, inv_t);
+                // Statistics exactly as arbor_cpu_token_stats_fwd computes them (the same bits), the exps kept.
+                const RowStats st = Isa::template stats_keep<Tag>(row, vocab_limit, inv_t, chunks.get(), keep);
                 lse = st.max + st.log_sum;
                 h = st.entropy;
                 lp = (Tag::to_f32(row[y]) * inv_t - st.max) - st.log_sum;
@@ -209,10 +216,11 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
                 Isa::template fill<OTag>(out, vocab, NAN, stream);
                 continue;
             }
-            // Gradient exactly as arbor_cpu_token_stats_bwd writes it, re-reading the row from cache; the next
-            // row this thread reads arrives in L2 meanwhile.
+            // The gradient of arbor_cpu_token_stats_bwd, its p_j formed from the kept exps (within ~2 ulp of that
+            // backward's); the next row this thread reads arrives in L2 meanwhile.
             const typename Tag::T* next = prefetch && r + 1 < end && mask[r + 1] > 0.0f ? row + row_stride : nullptr;
-            Isa::template grad<Tag, OTag>(row, vocab_limit, vocab, inv_t, lse, h, t.g_lp, t.g_h, y, out, stream, next);
+            Isa::template grad_kept<Tag, OTag>(row, keep, chunks.get(), vocab_limit, vocab, inv_t, lse, h, t.g_lp, t.g_h,
+                                               y, out, stream, next);
         }
     });
     return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;

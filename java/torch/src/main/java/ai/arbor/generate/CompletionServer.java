@@ -562,23 +562,32 @@ public final class CompletionServer implements AutoCloseable {
     }
 
     /** The tokens a choice shows and its text: the stop string's tokens dropped unless asked for, a final special stop token not shown. */
-    private record Output(int tokens, String text) {}
+    record Output(int tokens, String text) {}
 
     private Output output(Generation g, Parsed p, boolean chat) {
         int n = g.length();
         // vLLM drops the stop string from the output unless include_stop_str_in_output: the text ends where
         // the stop string begins; the tokens (and their logprobs) that complete it are dropped, a token
         // straddling the boundary kept
-        if (g.finishReason() == FinishReason.STOP_STRING && !p.includeStop()) {
-            String full = tokenizer.decode(g.tokens(), 0, n);
-            int cut = full.lastIndexOf(g.stopString());
-            while (n > 0 && tokenizer.decode(g.tokens(), 0, n - 1).length() >= cut) n--;
-            return new Output(n, full.substring(0, Math.max(0, cut)));
-        }
+        if (g.finishReason() == FinishReason.STOP_STRING && !p.includeStop())
+            return withoutStop(tokenizer, g.tokens(), n, g.stopString());
         int shown = n;
         // chat: the EOS (<|im_end|>) that ends the turn is a special token, not content (vLLM's skip_special_tokens)
         if (chat && g.finishReason() == FinishReason.STOP_TOKEN && n > 0 && tokenizer.isSpecial(g.tokens()[n - 1])) shown = n - 1;
         return new Output(n, tokenizer.decode(g.tokens(), 0, shown));
+    }
+
+    /**
+     * The output of a generation of {@code tokens[0:n]} that ended on {@code stop}: the text up to the stop string's
+     * first occurrence (where the generation found it: the token that completes it may hold another after it), the
+     * tokens whose text lies before it (a token straddling the boundary kept).
+     */
+    static Output withoutStop(Tokenizer tokenizer, int[] tokens, int n, String stop) {
+        String full = tokenizer.decode(tokens, 0, n);
+        int cut = full.indexOf(stop);
+        if (cut < 0) cut = full.length();  // (not found: nothing to drop)
+        while (n > 0 && tokenizer.decode(tokens, 0, n - 1).length() >= cut) n--;
+        return new Output(n, full.substring(0, cut));
     }
 
     private void finish(ObjectNode c, Generation g, boolean toolCalls) {

@@ -14,6 +14,7 @@ import ai.arbor.rollout.GenerationLimits;
 import ai.arbor.rollout.GenerationRequest;
 import ai.arbor.rollout.OpenAiCompatibleGenerator;
 import ai.arbor.rollout.TokenContext;
+import ai.arbor.rollout.Tokenizer;
 import ai.arbor.torch.model.CpuThreads;
 import ai.arbor.torch.model.PolicyConfig;
 import ai.arbor.torch.model.ReferencePolicy;
@@ -91,6 +92,43 @@ class CompletionServerTest {
             assertArrayEquals(minPLocal, minPHttp);
             assertFalse(java.util.Arrays.equals(minPLocal, direct.tokens()), "min-p 0.9 changes the draw");
         }
+    }
+
+    /**
+     * A stop string ends the text at its first occurrence, where the generation found it, also when the token that
+     * completes it holds a second one (the server cut at the last occurrence once, so the official client saw the stop
+     * string in the text: OpenAiClientTest, seed 42219755285482); the tokens after the cut are dropped, one straddling
+     * it kept.
+     */
+    @Test
+    void aStopStringEndsTheTextAtItsFirstOccurrence() {
+        String[] vocab = {"Once", "\t\n\t\n", " upon", "a\t", "\n!"};
+        Tokenizer pieces = new Tokenizer() {
+            public int[] encode(String text) { throw new UnsupportedOperationException(); }
+            public String decode(int[] ids, int from, int to) {
+                StringBuilder b = new StringBuilder();
+                for (int i = from; i < to; i++) b.append(vocab[ids[i]]);
+                return b.toString();
+            }
+            public int vocabSize() { return vocab.length; }
+            public int eosId() { return -1; }
+            public int padId() { return -1; }
+            public int bosId() { return -1; }
+            public boolean isSpecial(int id) { return false; }
+            public int tokenId(String token) { return java.util.Arrays.asList(vocab).indexOf(token); }
+        };
+        // "Once" + "\t\n\t\n": the second token completes "\t\n" and holds another
+        CompletionServer.Output o = CompletionServer.withoutStop(pieces, new int[] {0, 1}, 2, "\t\n");
+        assertEquals("Once", o.text());
+        assertEquals(1, o.tokens());
+        // "Once" + " upon" + "a\t" + "\n!": the stop straddles two tokens; the one it starts in is kept
+        o = CompletionServer.withoutStop(pieces, new int[] {0, 2, 3, 4}, 4, "\t\n");
+        assertEquals("Once upona", o.text());
+        assertEquals(3, o.tokens());
+        // the stop string at the very start: nothing shown
+        o = CompletionServer.withoutStop(pieces, new int[] {1}, 1, "\t\n");
+        assertEquals("", o.text());
+        assertEquals(0, o.tokens());
     }
 
     @Test

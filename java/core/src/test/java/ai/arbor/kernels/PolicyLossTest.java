@@ -821,10 +821,10 @@ class PolicyLossTest {
      */
     @ParameterizedTest(name = "{0}")
     @MethodSource("ai.arbor.kernels.Kernels#cpuIsas")
-    void streamedFusedLossEqualsComposableOnEveryPath(String isa) {
+    void streamedFusedLossMatchesComposableOnEveryPath(String isa) {
         Kernels.forceCpuIsa(isa);
         long seed = Logits.seed();
-        System.out.println("streamedFusedLossEqualsComposableOnEveryPath " + isa + " seed=" + seed);
+        System.out.println("streamedFusedLossMatchesComposableOnEveryPath " + isa + " seed=" + seed);
         Random rnd = new Random(seed);
         for (DType dt : new DType[] {DType.F32, DType.BF16}) {
             // fp32 without an entropy term (g_H = 0: the gradient's entropy part drops out) on aligned rows (a vocabulary

@@ -59,11 +59,19 @@ struct ChunkMass {
 //
 // The first chunk with a finite value also sets thr to a lower bound of the row's k-th largest from the maxima
 // of its groups of 8 columns: any t with at least k group maxima >= t has k distinct columns >= t.
+//
+// Where more chunks follow, that first threshold is speculative: a t with about 2.5 k (len / rest) group maxima >= t,
+// so that ~2.5 k columns of the whole row are expected >= it (rest: the columns from this chunk on), not k per chunk.
+// It holds when at least k columns of the row turn out >= it (the collection then has every column of the row's top
+// k); when fewer do (speculative and m < k after the pass), the caller collects the row again from `safe`, the
+// threshold from the k-th group maximum (recollect_row).
 struct CandidateSink {
     float thr;
     float* z;     // room for every column of the row and 16 more
     int32_t* idx;
     int64_t m, limit, k;
+    float safe = -FLT_MAX;     // the non-speculative first threshold
+    bool speculative = false;  // thr started above safe
 };
 
 // True while the path in use is avx512-bf16: the AVX-512 kernels store bf16 with VCVTNEPS2BF16
@@ -118,6 +126,11 @@ struct ScalarIsa {
                                  CandidateSink* sink = nullptr) {
         return scalar::row_stats<Tag>(row, n, inv_t, chunks, sink);
     }
+    // the top-k collection again from the sink's safe threshold (a speculative first threshold that did not hold)
+    template <class Tag>
+    static void recollect(CandidateSink* sink, const typename Tag::T* row, int64_t n, float inv_t) {
+        scalar::recollect_row<Tag>(sink, row, n, inv_t);
+    }
     template <class Tag>
     static void exp_rel_row(const typename Tag::T* row, int64_t n, float inv_t, float m, float* out) {
         scalar::row_exp_rel<Tag>(row, n, inv_t, m, out);
@@ -171,6 +184,12 @@ struct Avx2Isa {
     static RowStats stats_chunks(const typename Tag::T* row, int64_t n, float inv_t, ChunkMass* chunks,
                                  CandidateSink* sink = nullptr) {
         return avx2::row_stats<Tag>(row, n, inv_t, chunks, sink);
+    }
+    // the top-k collection again from the sink's safe threshold (a speculative first threshold that did not hold)
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static void recollect(CandidateSink* sink, const typename Tag::T* row, int64_t n, float inv_t) {
+        avx2::recollect_row<Tag>(sink, row, n, inv_t);
     }
     template <class Tag>
     __attribute__((target("avx2,fma,f16c")))
@@ -235,6 +254,12 @@ struct Avx512Isa {
     static RowStats stats_chunks(const typename Tag::T* row, int64_t n, float inv_t, ChunkMass* chunks,
                                  CandidateSink* sink = nullptr) {
         return avx512::row_stats<Tag>(row, n, inv_t, chunks, sink);
+    }
+    // the top-k collection again from the sink's safe threshold (a speculative first threshold that did not hold)
+    template <class Tag>
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static void recollect(CandidateSink* sink, const typename Tag::T* row, int64_t n, float inv_t) {
+        avx512::recollect_row<Tag>(sink, row, n, inv_t);
     }
     template <class Tag>
     __attribute__((target(ARBOR_AVX512_TARGET)))

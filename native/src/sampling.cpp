@@ -462,6 +462,9 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
                     untruncated ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, sc.chunks.data())
                     : topk_row  ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, nullptr, &tk)
                                 : SI::Stats::template stats<Tag>(row, n, inv_t);
+            // a speculative first threshold that fewer than k columns reached: collect from the safe one
+            if (topk_row && st.valid && tk.speculative && tk.m < tk.k)
+                SI::Stats::template recollect<Tag>(&tk, row, n, inv_t);
             if (!st.valid) {  // NaN, +inf (possibly from dividing by T) or nothing finite
                 write_token(tokens, token_dtype, r, -1);
                 if (logprob_sampled) logprob_sampled[r] = NAN;

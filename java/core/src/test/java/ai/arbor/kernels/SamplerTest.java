@@ -380,7 +380,8 @@ class SamplerTest {
      * The candidates' edge cases: the statistics pass marks the groups of 4 vectors whose raw values reach a bound
      * of the threshold (x &lt; bound ⇒ fl(x·(1/T)) &lt; threshold) and appends their candidates after each chunk.
      * Rows whose first chunk has fewer finite columns than k (the threshold stays unset), whole chunks of −inf,
-     * the largest values in the last chunk (the threshold rises late), lengths that end in a partial group and a
+     * the largest values in the last chunk (the threshold rises late), the largest in the first chunk but fewer than k
+     * of them (the speculative first threshold fails and the row is collected again), lengths that end in a partial group and a
      * partial vector, and temperatures whose products tie on a quarter grid: the token is still the Gumbel max
      * over the exact kept set and log q(y) exact, on every CPU path.
      */
@@ -393,19 +394,23 @@ class SamplerTest {
         SamplingParams[] ps = {SamplingParams.temperature(1f).withTopK(40), SamplingParams.temperature(0.8f).withTopK(40),
             SamplingParams.temperature(1.6f).withTopK(7).withTopP(0.9f), SamplingParams.temperature(0.37f).withTopK(100)};
         int[] tally = new int[3];
-        int rows = 12;
+        int rows = 15;
         for (String isa : Kernels.cpuIsas()) {
             Kernels.forceCpuIsa(isa);
             for (int vocab : vocabs)
                 for (SamplingParams params : ps) {
                     float[] x = new float[rows * vocab];
                     for (int r = 0; r < rows; r++) {
-                        int kind = r % 4;
+                        int kind = r % 5;
                         for (int j = 0; j < vocab; j++) {
                             float v = Math.round(rnd.nextGaussian() * 8) / 4f;  // a quarter grid: ties before and after 1/T
                             if (kind == 0 && j < 2048 && j % 64 != 0) v = Float.NEGATIVE_INFINITY;  // 32 finite in chunk 0
                             if (kind == 1 && j >= 2048 && j < 4096) v = Float.NEGATIVE_INFINITY;  // a whole chunk of -inf
                             if (kind == 2 && j >= vocab - 300) v += 6f;  // the top of the row in its last columns
+                            // 30 columns far above the rest, in chunk 0 and in 30 distinct groups of it: the speculative
+                            // first threshold (about 2.5 k · 2048 / vocab group maxima above it) lies among them where
+                            // more chunks follow, and fewer than k = 40 or 100 columns of the row reach it: collected again
+                            if (kind == 3 && j < 30 * 64 && j % 64 == 0) v += 20f;
                             x[r * vocab + j] = v;
                         }
                     }

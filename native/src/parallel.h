@@ -8,6 +8,9 @@
 #define ARBOR_PARALLEL_H
 
 #include <stdint.h>
+
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -20,7 +23,11 @@ static inline int resolve_threads(int num_threads) {
 }
 
 // Calls fn(begin, end) over [0, n) split into at most num_threads blocks. `work_per_item` is a rough
-// element count per item, used to avoid starting threads for tiny problems.
+// element count per item, used to avoid starting threads for tiny problems. An exception thrown by fn (say
+// std::bad_alloc for a block's scratch) is caught in its thread and rethrown here once every block has
+// finished — never left to end the process (an exception escaping a std::thread, or a joinable thread
+// destroyed while one unwinds, calls std::terminate) — so the kernels' extern "C" wrappers turn it into an
+// error code.
 template <class Fn>
 void parallel_for(int64_t n, int num_threads, int64_t work_per_item, Fn&& fn) {
     int t = resolve_threads(num_threads);
@@ -29,21 +36,37 @@ void parallel_for(int64_t n, int num_threads, int64_t work_per_item, Fn&& fn) {
     if (total / min_work_per_thread < t) t = (int)(total / min_work_per_thread);
     if (t > n) t = (int)n;
     if (t <= 1) { fn((int64_t)0, n); return; }
+    std::exception_ptr error;
+    std::mutex error_mu;
+    auto guarded = [&](int64_t b, int64_t e) {
+        try {
+            fn(b, e);
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(error_mu);
+            if (!error) error = std::current_exception();
+        }
+    };
     std::vector<std::thread> workers;
-    workers.reserve(t - 1);
     int64_t chunk = (n + t - 1) / t;
+    try {
+        workers.reserve(t - 1);
+    } catch (...) {  // no room for the thread handles: one thread
+        fn((int64_t)0, n);
+        return;
+    }
     for (int i = 1; i < t; ++i) {
         int64_t b = i * chunk, e = b + chunk < n ? b + chunk : n;
         if (b >= e) break;
         try {
-            workers.emplace_back([&fn, b, e] { fn(b, e); });
+            workers.emplace_back([&guarded, b, e] { guarded(b, e); });
         } catch (...) {  // cannot start another thread (limits): do the remaining blocks here
-            fn(b, n);
+            guarded(b, n);
             break;
         }
     }
-    fn((int64_t)0, chunk < n ? chunk : n);
+    guarded((int64_t)0, chunk < n ? chunk : n);
     for (auto& w : workers) w.join();
+    if (error) std::rethrow_exception(error);
 }
 
 }  // namespace arbor

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "arbor/arbor.h"
@@ -174,10 +175,11 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
     parallel_for(rows, num_threads, vocab, [&](int64_t begin, int64_t end) {
         // the statistics pass's exps of the row (64-byte aligned, room for a last vector stored whole) and its chunks'
         // (m_c, S_c), for the gradient (Isa::grad_kept): one exp per logit
+        // (where they cannot be allocated, the two-exp path: row_stats, then row_grad, the same results)
         const int64_t nc = (vocab_limit + ARBOR_STATS_CHUNK - 1) / ARBOR_STATS_CHUNK;
-        std::unique_ptr<float[]> keep_own(new float[(size_t)(vocab_limit + 32)]);
-        float* keep = (float*)(((uintptr_t)keep_own.get() + 63) & ~(uintptr_t)63);
-        std::unique_ptr<ChunkMass[]> chunks(new ChunkMass[(size_t)(nc > 0 ? nc : 1)]);
+        std::unique_ptr<float[]> keep_own(new (std::nothrow) float[(size_t)(vocab_limit + 32)]);
+        std::unique_ptr<ChunkMass[]> chunks(new (std::nothrow) ChunkMass[(size_t)(nc > 0 ? nc : 1)]);
+        float* keep = keep_own && chunks ? (float*)(((uintptr_t)keep_own.get() + 63) & ~(uintptr_t)63) : nullptr;
         for (int64_t r = begin; r < end; ++r) {
             typename OTag::T* out = grad + r * grad_row_stride;
             const float m = mask[r];
@@ -199,7 +201,8 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
                 arbor_pl::token_nan(t);
             } else {
                 // Statistics exactly as arbor_cpu_token_stats_fwd computes them (the same bits), the exps kept.
-                const RowStats st = Isa::template stats_keep<Tag>(row, vocab_limit, inv_t, chunks.get(), keep);
+                const RowStats st = keep ? Isa::template stats_keep<Tag>(row, vocab_limit, inv_t, chunks.get(), keep)
+                                         : Isa::template stats<Tag>(row, vocab_limit, inv_t);
                 lse = st.max + st.log_sum;
                 h = st.entropy;
                 lp = (Tag::to_f32(row[y]) * inv_t - st.max) - st.log_sum;
@@ -219,8 +222,11 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
             // The gradient of arbor_cpu_token_stats_bwd, its p_j formed from the kept exps (within ~2 ulp of that
             // backward's); the next row this thread reads arrives in L2 meanwhile.
             const typename Tag::T* next = prefetch && r + 1 < end && mask[r + 1] > 0.0f ? row + row_stride : nullptr;
-            Isa::template grad_kept<Tag, OTag>(row, keep, chunks.get(), vocab_limit, vocab, inv_t, lse, h, t.g_lp, t.g_h,
-                                               y, out, stream, next);
+            if (keep)
+                Isa::template grad_kept<Tag, OTag>(row, keep, chunks.get(), vocab_limit, vocab, inv_t, lse, h, t.g_lp,
+                                                   t.g_h, y, out, stream, next);
+            else
+                Isa::template grad<Tag, OTag>(row, vocab_limit, vocab, inv_t, lse, h, t.g_lp, t.g_h, y, out, stream, next);
         }
     });
     return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;

@@ -348,6 +348,65 @@ class CpuPathsTest {
         assertTrue(nans > 20 * rows, nans + " NaN gradients");
     }
 
+    /**
+     * On AVX2 the statistics pass takes a bf16 chunk's max from its raw 16-bit words (the signed max of the words is
+     * the largest non-negative value, else their signed min the largest negative one), not from widened values.
+     * Rows of three chunks built bit by bit: random ones, all-negative ones with −0 and −inf among them, ones whose
+     * largest value is +0 beside −0 and negatives, a chunk of −inf holding one NaN of either sign, a NaN in random
+     * values, a chunk of nothing but a +inf. Each row's log-prob, entropy and log-sum-exp equal the fp32 kernel's on
+     * the widened values (by value: a zero maximum's sign may differ), NaN rows NaN, on every CPU path.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("isas")
+    void bf16ChunkMaximaFromRawWordsKeepTheStatisticsAndNaNRows(String isa) {
+        Kernels.forceCpuIsa(isa);
+        long seed = Logits.seed();
+        System.out.println("bf16ChunkMaximaFromRawWordsKeepTheStatisticsAndNaNRows " + isa + " seed=" + seed);
+        Random rnd = new Random(seed);
+        int vocab = 2 * 2048 + 77, kinds = 7, rows = 3 * kinds;
+        ByteBuffer xb = ByteBuffer.allocateDirect(2 * rows * vocab).order(ByteOrder.nativeOrder());
+        float[] x = new float[rows * vocab];
+        boolean[] nanRow = new boolean[rows];
+        int[] labels = new int[rows];
+        for (int r = 0; r < rows; r++) {
+            int kind = r % kinds;
+            for (int j = 0; j < vocab; j++) {
+                short b = ArborCpu.arbor_f32_to_bf16((float) (rnd.nextGaussian() * 3));
+                if (kind == 1 || kind == 2) b = ArborCpu.arbor_f32_to_bf16(-1f - (float) Math.abs(rnd.nextGaussian() * 3));
+                if (kind == 1 && j % 97 == 5) b = (short) 0x8000;                           // -0: the largest negative
+                if (kind == 1 && j % 89 == 7) b = (short) 0xff80;                           // -inf
+                if (kind == 2 && j == 2048 + 300) b = 0;                                     // +0, the row's max ...
+                if (kind == 2 && j % 101 == 3) b = (short) 0x8000;                          // ... beside -0
+                if ((kind == 3 || kind == 4) && j >= 2048 && j < 4096) b = (short) 0xff80;  // a chunk of -inf ...
+                if (kind == 3 && j == 3000) b = (short) 0x7fc1;                             // ... with a positive NaN
+                if (kind == 4 && j == 3001) b = (short) 0xffc1;                             // ... with a negative NaN
+                if (kind == 5 && j == 4100) b = (short) 0x7f81;                             // a signalling NaN
+                if (kind == 6 && j >= 2048 && j < 4096) b = j == 2500 ? (short) 0x7f80 : (short) 0xff80;  // +inf alone
+                xb.putShort(2 * (r * vocab + j), b);
+                x[r * vocab + j] = Float.intBitsToFloat((b & 0xffff) << 16);
+            }
+            nanRow[r] = kind >= 3;
+            labels[r] = kind == 2 ? 2048 + 300 : rnd.nextInt(vocab);
+        }
+        for (float t : new float[] {1f, 0.7f}) {
+            float[] lp = new float[rows], h = new float[rows], lse = new float[rows];
+            TokenStats.forward(x, rows, vocab, vocab, labels, t, null, lp, h, lse);
+            ByteBuffer lb = Logits.direct(labels), lpb = Logits.directFloats(rows), hb = Logits.directFloats(rows),
+                    lseb = Logits.directFloats(rows);
+            TokenStats.forward(new LogitsView(MemRef.of(xb), DType.BF16, rows, vocab, vocab, vocab), MemRef.of(lb), DType.I32,
+                    t, null, MemRef.of(lpb), MemRef.of(hb), MemRef.of(lseb), 0);
+            float[][] want = {lp, h, lse}, got = {Logits.floats(lpb, rows), Logits.floats(hb, rows), Logits.floats(lseb, rows)};
+            String[] names = {"logprob", "entropy", "lse"};
+            for (int r = 0; r < rows; r++)
+                for (int o = 0; o < 3; o++) {
+                    String where = isa + " T=" + t + " row " + r + " (kind " + r % kinds + ") " + names[o];
+                    assertEquals(nanRow[r], Float.isNaN(want[o][r]), where + ": the fp32 kernel's NaN rows");
+                    if (nanRow[r]) assertTrue(Float.isNaN(got[o][r]), where + ": " + got[o][r]);
+                    else assertEquals(want[o][r], got[o][r], 0f, where);
+                }
+        }
+    }
+
     static ByteBuffer copy(ByteBuffer b) {
         ByteBuffer c = ByteBuffer.allocateDirect(b.capacity()).order(ByteOrder.nativeOrder());
         c.put(b.duplicate().clear());

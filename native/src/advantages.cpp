@@ -269,9 +269,7 @@ extern "C" int arbor_cpu_token_advantages(const float* seq_adv, int64_t n_seqs, 
     try {
         return arbor::adv::token_advantages(seq_adv, n_seqs, seq_ids, seq_id_dtype, n_tokens, seq_len, loss_mask,
                                             entropy, post_tool, mode, coef, top_fraction, adv_out, stats, num_threads);
-    } catch (...) {  // allocation failure of the scratch vectors
-        return ARBOR_ERR_ARG;
-    }
+    } ARBOR_CATCH_ALL
 }
 
 // ---- scalar double-precision reference ----------------------------------------------------------------

@@ -295,9 +295,7 @@ extern "C" int arbor_cpu_fused_linear_stats(const void* hidden, int64_t rows, in
         return ARBOR_DISPATCH(fl::stats, F32Tag)((const float*)hidden, rows, dim, hidden_stride, (const float*)weight,
                                                 weight_stride, vocab_limit, labels, label_dtype, temperature, row_mask,
                                                 logprob, entropy, lse, sc, sgemm, num_threads);
-    } catch (...) {
-        return ARBOR_ERR_ARG;
-    }
+    } ARBOR_CATCH_ALL
 }
 
 extern "C" int arbor_cpu_fused_linear_policy_loss(
@@ -329,7 +327,5 @@ extern "C" int arbor_cpu_fused_linear_policy_loss(
             vocab_limit, labels, label_dtype, old_logprob, advantages, mask, weights, ref_logprob, select_entropy,
             logprob_out, entropy_out, grad_hidden, grad_hidden_stride, grad_weight, grad_weight_stride,
             accumulate_grad_weight != 0, sums, sc, sgemm, num_threads);
-    } catch (...) {
-        return ARBOR_ERR_ARG;
-    }
+    } ARBOR_CATCH_ALL
 }

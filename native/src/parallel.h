@@ -11,8 +11,20 @@
 
 #include <exception>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
+
+// The handlers that end every CPU entry point's `try` block: no exception crosses the C ABI. An allocation
+// failure (std::bad_alloc, from the entry's own scratch or rethrown by parallel_for from a worker) is
+// ARBOR_ERR_ALLOC; anything else (say std::length_error for a size no vector can hold) ARBOR_ERR_ARG.
+#define ARBOR_CATCH_ALL                                  \
+    catch (const std::bad_alloc&) {                      \
+        return ARBOR_ERR_ALLOC;                          \
+    }                                                    \
+    catch (...) {                                        \
+        return ARBOR_ERR_ARG;                            \
+    }
 
 namespace arbor {
 

@@ -278,9 +278,7 @@ extern "C" int arbor_cpu_policy_loss_weights(const float* mask, const int32_t* s
     try {
         return arbor::pl::weights(mask, seq_ids, rows, num_seqs, agg_mode, agg_normalizer, weights, counts, workspace,
                                   workspace_bytes);
-    } catch (...) {
-        return ARBOR_ERR_ARG;
-    }
+    } ARBOR_CATCH_ALL
 }
 
 extern "C" int arbor_cpu_policy_loss(const arbor_policy_loss_config* cfg, int64_t rows, const float* logprob,
@@ -292,9 +290,7 @@ extern "C" int arbor_cpu_policy_loss(const arbor_policy_loss_config* cfg, int64_
         return arbor::pl::loss(cfg, rows, logprob, entropy, old_logprob, advantages, mask, weights, ref_logprob,
                                select_entropy, grad_logprob, grad_entropy, sums, workspace, workspace_bytes,
                                num_threads);
-    } catch (...) {
-        return ARBOR_ERR_ARG;
-    }
+    } ARBOR_CATCH_ALL
 }
 
 #define ARBOR_PL_FUSED(NAME, TAG, CTYPE, OWN)                                                                      \
@@ -311,9 +307,7 @@ extern "C" int arbor_cpu_policy_loss(const arbor_policy_loss_config* cfg, int64_
                 mask, weights, ref_logprob, select_entropy, logprob_out, entropy_out, grad_logprob_out,             \
                 grad_entropy_out, grad_logits, grad_dtype, grad_row_stride, sums, workspace, workspace_bytes,       \
                 num_threads, OWN);                                                                                  \
-        } catch (...) {                                                                                             \
-            return ARBOR_ERR_ARG;                                                                                   \
-        }                                                                                                           \
+        } ARBOR_CATCH_ALL                                                                                           \
     }
 ARBOR_PL_FUSED(arbor_cpu_policy_loss_fused_f32, F32Tag, float, ARBOR_F32)
 ARBOR_PL_FUSED(arbor_cpu_policy_loss_fused_bf16, BF16Tag, uint16_t, ARBOR_BF16)

@@ -533,9 +533,7 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
                             logits, rows, vocab, row_stride, vocab_limit, a, tokens, token_dtype, logprob_sampled, \
                             logprob, entropy, num_threads);                                                      \
             }                                                                                                    \
-        } catch (...) {                                                                                          \
-            return ARBOR_ERR_ARG;                                                                                \
-        }                                                                                                        \
+        } ARBOR_CATCH_ALL                                                                                        \
     }
 ARBOR_SAMPLE(arbor_cpu_sample_f32, F32Tag, float)
 ARBOR_SAMPLE(arbor_cpu_sample_bf16, BF16Tag, uint16_t)

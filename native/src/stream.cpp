@@ -50,17 +50,13 @@ static int bf16_array(const float* x, int64_t n, uint16_t* out) {
 extern "C" int arbor_cpu_stream_read(const float* src, int64_t rows, int64_t cols, float* sums, int num_threads) {
     try {
         return ARBOR_DISPATCH(arbor::stream_read, int)(src, rows, cols, sums, num_threads);
-    } catch (...) {
-        return ARBOR_ERR_ARG;
-    }
+    } ARBOR_CATCH_ALL
 }
 
 extern "C" int arbor_cpu_stream_copy(const float* src, float* dst, int64_t rows, int64_t cols, int num_threads) {
     try {
         return ARBOR_DISPATCH(arbor::stream_copy, int)(src, dst, rows, cols, num_threads);
-    } catch (...) {
-        return ARBOR_ERR_ARG;
-    }
+    } ARBOR_CATCH_ALL
 }
 
 extern "C" int arbor_cpu_exp(const float* x, int64_t n, float* out, float* dc) {

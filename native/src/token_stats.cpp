@@ -117,7 +117,9 @@ static int token_stats_bwd(const typename Tag::T* logits, int64_t rows, int64_t 
 using namespace arbor;
 
 #define ARBOR_TRY(expr) \
-    try { return (expr); } catch (...) { return ARBOR_ERR_ARG; }
+    try {                 \
+        return (expr);    \
+    } ARBOR_CATCH_ALL
 
 #define ARBOR_FWD(NAME, TAG, CTYPE)                                                                           \
     extern "C" int NAME(const CTYPE* logits, int64_t rows, int64_t vocab, int64_t row_stride, int64_t vocab_limit, \

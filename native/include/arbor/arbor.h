@@ -39,6 +39,7 @@ extern "C" {
 #define ARBOR_ERR_CUDA 3        /* a CUDA runtime call failed (see arbor_cuda_last_error) */
 #define ARBOR_ERR_UNSUPPORTED 4 /* a dtype combination this kernel does not implement */
 #define ARBOR_ERR_NAN 5         /* NaN in an input where the kernel must decide (e.g. sampling) */
+#define ARBOR_ERR_ALLOC 6       /* the kernel could not allocate its host scratch memory (CPU) */
 
 /* Element types. */
 #define ARBOR_F32 0

@@ -23,7 +23,8 @@ public final class ArborCpu {
 
     private ArborCpu() {}
 
-    public static final int OK = 0, ERR_ARG = 1, ERR_LABEL = 2, ERR_CUDA = 3, ERR_UNSUPPORTED = 4, ERR_NAN = 5;
+    public static final int OK = 0, ERR_ARG = 1, ERR_LABEL = 2, ERR_CUDA = 3, ERR_UNSUPPORTED = 4, ERR_NAN = 5,
+            ERR_ALLOC = 6;
     public static final int F32 = 0, BF16 = 1, F16 = 2, I32 = 3, I64 = 4, U8 = 5;
 
     public static native @Cast("const char*") org.bytedeco.javacpp.BytePointer arbor_cpu_isa();

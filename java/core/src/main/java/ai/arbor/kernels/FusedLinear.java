@@ -196,7 +196,7 @@ public final class FusedLinear {
                     gradHidden, dim, gradWeight, dim, accumulateGradWeight ? 1 : 0, sums, ch.rows(), ch.vocab(), 0L, 0L,
                     sgemm, Kernels.threads());
         }
-        Kernels.check(rc, "fused linear policy loss");
+        check(rc, "fused linear policy loss", rows, vocabLimit, ch);
         return PolicyLossResult.fromSums(cfg, sums, p.counts()[PolicyLossResult.C_NORMALIZER], thr);
     }
 
@@ -235,7 +235,19 @@ public final class FusedLinear {
                 ArborCpu.F32, logprob != null ? labels : null, ArborCpu.I32, temperature,
                 rowMask == null ? null : Check.mask(rowMask), logprob, entropy, lse, ch.rows(), ch.vocab(), 0L, 0L,
                 Blas.sgemm(), Kernels.threads());
-        Kernels.check(rc, "fused linear token stats");
+        check(rc, "fused linear token stats", rows, vocabLimit, ch);
+    }
+
+    /**
+     * {@link Kernels#check}, naming the workspace when the CPU kernel could not allocate it (it allocates one tile
+     * plus O(rows) itself when given none).
+     */
+    private static void check(int rc, String what, long rows, long vocabLimit, Chunks ch) {
+        if (rc == ArborCpu.ERR_ALLOC)
+            throw new OutOfMemoryError(what + ": could not allocate its " + workspaceBytes(rows, vocabLimit, ch, DType.F32)
+                    + "-byte workspace (tiles of " + ch.rows() + " x " + ch.vocab()
+                    + ", clamped to the call's sizes; ARBOR_ERR_ALLOC) — smaller Chunks need less");
+        Kernels.check(rc, what);
     }
 
     private static void checkArrays(float[] hidden, int rows, int dim, float[] weight, int vocab, int vocabLimit) {
@@ -343,7 +355,7 @@ public final class FusedLinear {
                                 cv, 0L, 0L, Blas.sgemm(), Kernels.threads());
             }
             Check.keepAlive(lin, in, gradHidden, gradWeight, ro);
-            Kernels.check(rc, "fused linear policy loss");
+            check(rc, "fused linear policy loss", rows, vl, ch);
             return ws.result(cfg, thr, cudaStream);
         }
     }
@@ -395,7 +407,7 @@ public final class FusedLinear {
                             lin.weightStride(), lin.vocabLimit(), lin.dtype().code(), lab, lt, temperature, rm, lp, en,
                             ls, ch.rows(), ch.vocab(), 0L, 0L, Blas.sgemm(), Kernels.threads());
             Check.keepAlive(lin, labels, rowMask, logprob, entropy, lse);
-            Kernels.check(rc, "fused linear token stats");
+            check(rc, "fused linear token stats", rows, lin.vocabLimit(), ch);
         }
     }
 

@@ -55,7 +55,11 @@ public final class Kernels {
         return all.subList(all.indexOf(best), all.size());
     }
 
-    /** Throws for a non-OK ABI return code; {@code what} names the call. */
+    /**
+     * Throws for a non-OK ABI return code; {@code what} names the call: {@link IllegalArgumentException} for a
+     * rejected argument, label, dtype or NaN, {@link OutOfMemoryError} when the kernel could not allocate its
+     * host scratch memory, {@link KernelException} for a CUDA error or an unknown code.
+     */
     public static void check(int rc, String what) {
         switch (rc) {
             case ArborCpu.OK:
@@ -69,6 +73,8 @@ public final class Kernels {
                 throw new IllegalArgumentException(what + ": unsupported dtype combination (ARBOR_ERR_UNSUPPORTED)");
             case ArborCpu.ERR_NAN:
                 throw new IllegalArgumentException(what + ": NaN in an input (ARBOR_ERR_NAN)");
+            case ArborCpu.ERR_ALLOC:
+                throw new OutOfMemoryError(what + ": native code could not allocate its scratch memory (ARBOR_ERR_ALLOC)");
             case ArborCpu.ERR_CUDA:
                 throw new KernelException(what + ": CUDA error: " + ArborCuda.arbor_cuda_last_error().getString(), rc);
             default:

@@ -56,28 +56,48 @@ class FusedLinearTest {
         }
     }
 
-    /** dh = G·W and dW = Gᵀ·h in double. */
+    /**
+     * dh = G·W and dW = Gᵀ·h in double ([0], [1]), and the scale of each element's terms, Σ|G||W| and Σ|Gᵀ||h| ([2],
+     * [3]): the gradient rows sum to ~0 over the vocabulary (softmax), so an element can be a small difference of
+     * large terms, and the fused path's logits (fp32 sgemm, d products) differ from the unfused ones (double products
+     * rounded once) by a rounding that moves each term by ~1e-7 of its own size, not of the sum's.
+     */
     private static double[][] linearGrads(Problem p, float[] g) {
         double[] dh = new double[p.rows * p.dim], dw = new double[p.vocab * p.dim];
+        double[] sh = new double[p.rows * p.dim], sw = new double[p.vocab * p.dim];
         for (int r = 0; r < p.rows; r++)
             for (int v = 0; v < p.vocab; v++) {
                 double gv = g[r * p.vocab + v];
                 if (gv == 0) continue;
                 for (int k = 0; k < p.dim; k++) {
-                    dh[r * p.dim + k] += gv * p.w[v * p.dim + k];
-                    dw[v * p.dim + k] += gv * p.h[r * p.dim + k];
+                    double w = p.w[v * p.dim + k], h = p.h[r * p.dim + k];
+                    dh[r * p.dim + k] += gv * w;
+                    dw[v * p.dim + k] += gv * h;
+                    sh[r * p.dim + k] += Math.abs(gv * w);
+                    sw[v * p.dim + k] += Math.abs(gv * h);
                 }
             }
-        return new double[][] {dh, dw};
+        return new double[][] {dh, dw, sh, sw};
     }
 
-    private static void assertClose(String what, double[] ref, float[] got, double rel) {
+    /**
+     * |ref − got| ≤ rel · max(max |ref|, terms) element by element, {@code terms} the scale of that element's summands
+     * ({@link #linearGrads}).
+     */
+    private static void assertClose(String what, double[] ref, double[] terms, float[] got, double rel) {
         double max = 0;
         for (double v : ref) max = Math.max(max, Math.abs(v));
-        double tol = rel * max + 1e-12;
-        for (int i = 0; i < ref.length; i++)
+        for (int i = 0; i < ref.length; i++) {
+            double tol = rel * Math.max(max, terms == null ? 0 : terms[i]) + 1e-12;
             if (!(Math.abs(ref[i] - got[i]) <= tol))
-                throw new AssertionError(what + "[" + i + "]: " + got[i] + " vs unfused " + ref[i] + " (tol " + tol + ")");
+                throw new AssertionError(what + "[" + i + "]: " + got[i] + " vs unfused " + ref[i] + " (tol " + tol
+                        + ", terms " + terms[i] + ")");
+        }
+    }
+
+    /** |ref − got| ≤ rel · max |ref|, element by element. */
+    private static void assertClose(String what, double[] ref, float[] got, double rel) {
+        assertClose(what, ref, null, got, rel);
     }
 
     private static void assertClose(String what, double ref, double got, double rel) {
@@ -134,8 +154,8 @@ class FusedLinearTest {
             assertEquals(lpU[r], lp[r], 1e-5 * (1 + Math.abs(lpU[r])), at + " logprob[" + r + "]");
             assertEquals(hU[r], ent[r], 1e-5 * (1 + Math.abs(hU[r])), at + " entropy[" + r + "]");
         }
-        assertClose(at + " dh", ug[0], dh, 1e-5);
-        assertClose(at + " dW", ug[1], dw, 1e-5);
+        assertClose(at + " dh", ug[0], ug[2], dh, 1e-5);
+        assertClose(at + " dW", ug[1], ug[3], dw, 1e-5);
         for (int r = 0; r < p.rows; r++)
             if (!valid[r]) for (int k = 0; k < p.dim; k++) assertEquals(0f, dh[r * p.dim + k], at + " masked dh row");
         for (int v = p.vocabLimit; v < p.vocab; v++)

@@ -63,6 +63,56 @@ struct Scratch {
     double* d(int64_t off) const { return (double*)(base + off); }
 };
 
+// The products' operands h [rows, dim] and W [vocab, dim]. fp32 is read in place. bf16 is widened to fp32 (exactly:
+// a bf16 value is the top half of its float) a block at a time into buffers this call allocates: the tile's rows of h
+// (row_chunk x dim) and its vocabulary block of W (vocab_chunk x dim, i.e. all of W's first vocab_limit rows with
+// whole-vocabulary tiles, widened once); a block is widened again only when the loops move to another. The products,
+// the tile and every gradient are then those of the fp32 kernel on the widened values.
+struct Operands {
+    const void* h;
+    int64_t hs;
+    const void* w;
+    int64_t ws, dim;
+    bool bf16;
+    int num_threads;
+    std::unique_ptr<float[]> hbuf, wbuf;
+    int64_t h_cap = 0, w_cap = 0;                     // rows the buffers have room for
+    int64_t h_at = -1, h_n = 0, w_at = -1, w_n = 0;  // the blocks the buffers hold
+
+    // rows [r0, r0 + n) of h; *ld its row stride in elements
+    const float* h_rows(int64_t r0, int64_t n, int64_t* ld) { return block(h, hs, r0, n, hbuf, h_cap, h_at, h_n, ld); }
+    // rows [v0, v0 + n) of W
+    const float* w_rows(int64_t v0, int64_t n, int64_t* ld) { return block(w, ws, v0, n, wbuf, w_cap, w_at, w_n, ld); }
+
+  private:
+    const float* block(const void* src, int64_t stride, int64_t r0, int64_t n, std::unique_ptr<float[]>& buf,
+                       int64_t& cap, int64_t& at, int64_t& held, int64_t* ld) {
+        if (!bf16) {
+            *ld = stride;
+            return (const float*)src + r0 * stride;
+        }
+        *ld = dim;
+        if (at == r0 && held == n) return buf.get();
+        if (n > cap) {  // the first block is the largest (blocks shrink only at the end): allocated once
+            buf.reset(new float[(size_t)(n * dim)]);
+            cap = n;
+        }
+        const uint16_t* in = (const uint16_t*)src;
+        float* out = buf.get();
+        const int64_t d = dim;
+        parallel_for(n, num_threads, d, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) {
+                const uint16_t* x = in + (r0 + r) * stride;
+                float* y = out + r * d;
+                for (int64_t k = 0; k < d; ++k) y[k] = bf16_to_f32(x[k]);
+            }
+        });
+        at = r0;
+        held = n;
+        return out;
+    }
+};
+
 // Merges a tile segment's statistics (relative to its own max) into a row's running state
 // (M, S = Σ e^{z-M}, U = Σ e^{z-M}(z-M)), in double as row_stats merges its chunks:
 // S_c = e^{log_sum}, U_c = S_c (log_sum - H_c).
@@ -88,8 +138,7 @@ static inline void merge_segment(const RowStats& st, double& M, double& S, doubl
 // Rows [rbeg, rend) (rbeg a multiple of the tile rows); with one vocabulary tile per row block (tv = vl) the tile
 // holds the block's whole logits afterwards, which the policy loss's pass 2 then reuses.
 template <class Isa, class Tag>
-static void pass1(const float* h, int64_t rbeg, int64_t rend, int64_t dim, int64_t hs, const float* w, int64_t ws,
-                  int64_t vl, const void* labels, int label_dtype, float inv_t, const uint8_t* valid, const Scratch& sc,
+static void pass1(Operands& op, int64_t rbeg, int64_t rend, int64_t vl, const void* labels, int label_dtype, float inv_t, const uint8_t* valid, const Scratch& sc,
                   arbor_sgemm_fn sgemm, int num_threads, std::atomic<int>& bad_label) {
     const arbor_fl::Layout& l = sc.l;
     float* tile = sc.f(l.tile);
@@ -102,10 +151,13 @@ static void pass1(const float* h, int64_t rbeg, int64_t rend, int64_t dim, int64
             S[r] = U[r] = 0.0;
             zy[r] = NAN;  // stays NaN (and poisons the row) when the label is out of range
         }
+        int64_t hld, wld;
+        const float* hb = op.h_rows(r0, tr, &hld);
         for (int64_t v0 = 0; v0 < vl; v0 += l.tv) {
             const int64_t tv = vl - v0 < l.tv ? vl - v0 : l.tv;
-            sgemm(kRowMajor, kNoTrans, kTrans, (int)tr, (int)tv, (int)dim, 1.0f, h + r0 * hs, (int)hs, w + v0 * ws,
-                  (int)ws, 0.0f, tile, (int)tv);
+            const float* wb = op.w_rows(v0, tv, &wld);
+            sgemm(kRowMajor, kNoTrans, kTrans, (int)tr, (int)tv, (int)op.dim, 1.0f, hb, (int)hld, wb, (int)wld, 0.0f,
+                  tile, (int)tv);
             parallel_for(tr, num_threads, tv, [&](int64_t b, int64_t e) {
                 for (int64_t i = b; i < e; ++i) {
                     const int64_t r = r0 + i;
@@ -149,13 +201,12 @@ static void pass1(const float* h, int64_t rbeg, int64_t rend, int64_t dim, int64
 }
 
 template <class Isa, class Tag>
-static int stats(const float* h, int64_t rows, int64_t dim, int64_t hs, const float* w, int64_t ws, int64_t vl,
-                 const void* labels, int label_dtype, float temperature, const uint8_t* row_mask, float* logprob,
+static int stats(Operands& op, int64_t rows, int64_t vl, const void* labels, int label_dtype, float temperature, const uint8_t* row_mask, float* logprob,
                  float* entropy, float* lse_out, const Scratch& sc, arbor_sgemm_fn sgemm, int num_threads) {
     std::vector<uint8_t> valid((size_t)rows);
     for (int64_t r = 0; r < rows; ++r) valid[r] = row_mask == nullptr || row_mask[r] != 0;
     std::atomic<int> bad_label{0};
-    pass1<Isa, Tag>(h, 0, rows, dim, hs, w, ws, vl, logprob != nullptr ? labels : nullptr, label_dtype,
+    pass1<Isa, Tag>(op, 0, rows, vl, logprob != nullptr ? labels : nullptr, label_dtype,
                     1.0f / temperature, valid.data(), sc, sgemm, num_threads, bad_label);
     const float *lse = sc.f(sc.l.lse), *ent = sc.f(sc.l.ent), *zy = sc.f(sc.l.zy);
     for (int64_t r = 0; r < rows; ++r) {
@@ -167,13 +218,14 @@ static int stats(const float* h, int64_t rows, int64_t dim, int64_t hs, const fl
 }
 
 template <class Isa, class Tag>
-static int policy_loss(const arbor_policy_loss_config& c, const float* h, int64_t rows, int64_t dim, int64_t hs,
-                       const float* w, int64_t vocab, int64_t ws, int64_t vl, const void* labels, int label_dtype,
+static int policy_loss(const arbor_policy_loss_config& c, Operands& op, int64_t rows, int64_t vocab, int64_t vl,
+                       const void* labels, int label_dtype,
                        const float* old_logprob, const float* advantages, const float* mask, const float* weights,
                        const float* ref_logprob, const float* select_entropy, float* logprob_out, float* entropy_out,
                        float* gh_out, int64_t ghs, float* gw_out, int64_t gws, bool accumulate, double* sums,
                        const Scratch& sc, arbor_sgemm_fn sgemm, int num_threads) {
     const arbor_fl::Layout& l = sc.l;
+    const int64_t dim = op.dim;
     const float inv_t = 1.0f / c.temperature;
     std::vector<uint8_t> valid((size_t)rows);
     for (int64_t r = 0; r < rows; ++r) valid[r] = mask[r] > 0.0f;
@@ -215,9 +267,12 @@ static int policy_loss(const arbor_policy_loss_config& c, const float* h, int64_
     // `have` says the tile already holds those logits), then dh_b (+)= G W_v and dW_v (+)= Gᵀ h_b.
     float* tile = sc.f(l.tile);
     auto grad_tile = [&](int64_t v0, int64_t tv, int64_t r0, int64_t tr, bool have) {
+        int64_t hld, wld;
+        const float* hb = op.h_rows(r0, tr, &hld);
+        const float* wb = op.w_rows(v0, tv, &wld);
         if (!have)
-            sgemm(kRowMajor, kNoTrans, kTrans, (int)tr, (int)tv, (int)dim, 1.0f, h + r0 * hs, (int)hs, w + v0 * ws,
-                  (int)ws, 0.0f, tile, (int)tv);
+            sgemm(kRowMajor, kNoTrans, kTrans, (int)tr, (int)tv, (int)dim, 1.0f, hb, (int)hld, wb, (int)wld, 0.0f, tile,
+                  (int)tv);
         parallel_for(tr, num_threads, tv, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) {
                 const int64_t r = r0 + i;
@@ -234,10 +289,10 @@ static int policy_loss(const arbor_policy_loss_config& c, const float* h, int64_
             }
         });
         if (gh_out != nullptr)  // dh_b (+)= G W_v
-            sgemm(kRowMajor, kNoTrans, kNoTrans, (int)tr, (int)dim, (int)tv, 1.0f, tile, (int)tv, w + v0 * ws, (int)ws,
+            sgemm(kRowMajor, kNoTrans, kNoTrans, (int)tr, (int)dim, (int)tv, 1.0f, tile, (int)tv, wb, (int)wld,
                   v0 == 0 ? 0.0f : 1.0f, gh_out + r0 * ghs, (int)ghs);
         if (gw_out != nullptr)  // dW_v (+)= Gᵀ h_b
-            sgemm(kRowMajor, kTrans, kNoTrans, (int)tv, (int)dim, (int)tr, 1.0f, tile, (int)tv, h + r0 * hs, (int)hs,
+            sgemm(kRowMajor, kTrans, kNoTrans, (int)tv, (int)dim, (int)tr, 1.0f, tile, (int)tv, hb, (int)hld,
                   (r0 == 0 && !accumulate) ? 0.0f : 1.0f, gw_out + v0 * gws, (int)gws);
     };
     if (grads && l.tv >= vl) {
@@ -246,16 +301,15 @@ static int policy_loss(const arbor_policy_loss_config& c, const float* h, int64_
         // the same order per dh row block and per dW block as the general order below, so the same results.
         for (int64_t r0 = 0; r0 < rows; r0 += l.tr) {
             const int64_t tr = rows - r0 < l.tr ? rows - r0 : l.tr;
-            pass1<Isa, Tag>(h, r0, r0 + tr, dim, hs, w, ws, vl, labels, label_dtype, inv_t, valid.data(), sc, sgemm,
-                            num_threads, bad_label);
+            pass1<Isa, Tag>(op, r0, r0 + tr, vl, labels, label_dtype, inv_t, valid.data(), sc, sgemm, num_threads,
+                            bad_label);
             token_losses(r0, r0 + tr);
             grad_tile(0, vl, r0, tr, true);
         }
         pl::reduce_parts(parts, rows, sums);
         return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;
     }
-    pass1<Isa, Tag>(h, 0, rows, dim, hs, w, ws, vl, labels, label_dtype, inv_t, valid.data(), sc, sgemm, num_threads,
-                    bad_label);
+    pass1<Isa, Tag>(op, 0, rows, vl, labels, label_dtype, inv_t, valid.data(), sc, sgemm, num_threads, bad_label);
     token_losses(0, rows);
     pl::reduce_parts(parts, rows, sums);
     if (!grads) return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;
@@ -286,14 +340,14 @@ extern "C" int arbor_cpu_fused_linear_stats(const void* hidden, int64_t rows, in
     try {
         if (fl::bad_linear(hidden, rows, dim, hidden_stride, weight, vocab, weight_stride, vocab_limit, temperature))
             return ARBOR_ERR_ARG;
-        if (dtype != ARBOR_F32) return ARBOR_ERR_UNSUPPORTED;
+        if (dtype != ARBOR_F32 && dtype != ARBOR_BF16) return ARBOR_ERR_UNSUPPORTED;
         if (sgemm == nullptr) return ARBOR_ERR_ARG;
         if (logprob != nullptr && bad_labels(labels, label_dtype, rows)) return ARBOR_ERR_ARG;
         fl::Scratch sc;
         if (!sc.init(workspace, workspace_bytes, rows, vocab_limit, row_chunk, vocab_chunk)) return ARBOR_ERR_ARG;
         if (rows == 0) return ARBOR_OK;
-        return ARBOR_DISPATCH(fl::stats, F32Tag)((const float*)hidden, rows, dim, hidden_stride, (const float*)weight,
-                                                weight_stride, vocab_limit, labels, label_dtype, temperature, row_mask,
+        fl::Operands op{hidden, hidden_stride, weight, weight_stride, dim, dtype == ARBOR_BF16, num_threads};
+        return ARBOR_DISPATCH(fl::stats, F32Tag)(op, rows, vocab_limit, labels, label_dtype, temperature, row_mask,
                                                 logprob, entropy, lse, sc, sgemm, num_threads);
     } ARBOR_CATCH_ALL
 }
@@ -318,14 +372,14 @@ extern "C" int arbor_cpu_fused_linear_policy_loss(
         if (fl::bad_out_matrix(grad_hidden, rows, dim, grad_hidden_stride) ||
             fl::bad_out_matrix(grad_weight, vocab, dim, grad_weight_stride))
             return ARBOR_ERR_ARG;
-        if (dtype != ARBOR_F32) return ARBOR_ERR_UNSUPPORTED;
+        if (dtype != ARBOR_F32 && dtype != ARBOR_BF16) return ARBOR_ERR_UNSUPPORTED;
         if (sgemm == nullptr) return ARBOR_ERR_ARG;
         fl::Scratch sc;
         if (!sc.init(workspace, workspace_bytes, rows, vocab_limit, row_chunk, vocab_chunk)) return ARBOR_ERR_ARG;
+        fl::Operands op{hidden, hidden_stride, weight, weight_stride, dim, dtype == ARBOR_BF16, num_threads};
         return ARBOR_DISPATCH(fl::policy_loss, F32Tag)(
-            *cfg, (const float*)hidden, rows, dim, hidden_stride, (const float*)weight, vocab, weight_stride,
-            vocab_limit, labels, label_dtype, old_logprob, advantages, mask, weights, ref_logprob, select_entropy,
-            logprob_out, entropy_out, grad_hidden, grad_hidden_stride, grad_weight, grad_weight_stride,
+            *cfg, op, rows, vocab, vocab_limit, labels, label_dtype, old_logprob, advantages, mask, weights, ref_logprob,
+            select_entropy, logprob_out, entropy_out, grad_hidden, grad_hidden_stride, grad_weight, grad_weight_stride,
             accumulate_grad_weight != 0, sums, sc, sgemm, num_threads);
     } ARBOR_CATCH_ALL
 }

@@ -288,6 +288,80 @@ class FusedLinearTest {
         assertArrayEquals(arrays.dw(), gwA);
     }
 
+    /**
+     * bf16 {@code h} and {@code W} in host memory: the kernel widens them to fp32 a block at a time, so every output is
+     * the fp32 call's on the widened values, to the bit (the same products on the same numbers) — with general and
+     * whole-vocabulary tiles and the default ones, a strided {@code h}, a padded vocabulary, masked rows; the
+     * statistics likewise.
+     */
+    @Test
+    void bf16OnTheHostIsTheFp32CallOnTheWidenedValues() {
+        long seed = Seeds.seed("FusedLinearTest.bf16OnTheHostIsTheFp32CallOnTheWidenedValues");
+        Random rnd = new Random(seed);
+        FusedLinear.Chunks[] chunks = {new FusedLinear.Chunks(16, 512), FusedLinear.Chunks.wholeVocabulary(32, 1500), null};
+        for (FusedLinear.Chunks ch : chunks) {
+            Problem p = Problem.random(rnd, 70, 24, 1500, 1490, 0.2);
+            int hs = p.dim + 3;  // h strided
+            ByteBuffer h16 = direct(2L * p.rows * hs), w16 = direct(2L * p.vocab * p.dim);
+            ByteBuffer h32 = direct(4L * p.rows * hs), w32 = direct(4L * p.vocab * p.dim);
+            for (int r = 0; r < p.rows; r++)
+                for (int k = 0; k < p.dim; k++) {
+                    int b = CpuPathsTest.bf16Nearest(p.h[r * p.dim + k]);
+                    h16.putShort(2 * (r * hs + k), (short) b);
+                    h32.putFloat(4 * (r * hs + k), Float.intBitsToFloat(b << 16));
+                }
+            for (int i = 0; i < p.vocab * p.dim; i++) {
+                int b = CpuPathsTest.bf16Nearest(p.w[i]);
+                w16.putShort(2 * i, (short) b);
+                w32.putFloat(4 * i, Float.intBitsToFloat(b << 16));
+            }
+            ByteBuffer lab = direct(4L * p.rows);
+            for (int i = 0; i < p.rows; i++) lab.putInt(4 * i, p.labels[i]);
+            PolicyLossConfig cfg = PolicyLossConfig.grpoTcr().toBuilder().entropyCoef(0.01).temperature(0.7).build();
+            PolicyLoss.Inputs in = PolicyLoss.Inputs.of(MemRef.of(lab), DType.I32, MemRef.of(floats(p.old)),
+                    MemRef.of(floats(p.adv)), MemRef.of(floats(p.mask)), MemRef.of(floats(p.ref)));
+            float[][] out = new float[2][];
+            PolicyLossResult[] res = new PolicyLossResult[2];
+            float[][] stats = new float[2][];
+            for (int t = 0; t < 2; t++) {
+                DType dt = t == 0 ? DType.BF16 : DType.F32;
+                FusedLinear.Linear lin = new FusedLinear.Linear(MemRef.of(t == 0 ? h16 : h32), MemRef.of(t == 0 ? w16 : w32),
+                        dt, p.rows, p.dim, hs, p.vocab, p.dim, p.vocabLimit);
+                ByteBuffer gh = direct(4L * p.rows * p.dim), gw = direct(4L * p.vocab * p.dim);
+                ByteBuffer lp = direct(4L * p.rows), ent = direct(4L * p.rows);
+                res[t] = FusedLinear.forwardBackward(cfg, lin, in, MemRef.of(gh), p.dim, MemRef.of(gw), p.dim, false,
+                        new PolicyLoss.RowOutputs(MemRef.of(lp), MemRef.of(ent), null, null), ch, 0L);
+                out[t] = concat(gh, gw, lp, ent);
+                ByteBuffer slp = direct(4L * p.rows), sent = direct(4L * p.rows), slse = direct(4L * p.rows);
+                ByteBuffer rowMask = direct(p.rows);
+                for (int i = 0; i < p.rows; i++) rowMask.put(i, (byte) (p.mask[i] > 0 ? 1 : 0));
+                FusedLinear.stats(lin, MemRef.of(lab), DType.I32, 0.7f, MemRef.of(rowMask), MemRef.of(slp), MemRef.of(sent),
+                        MemRef.of(slse), ch, 0L);
+                stats[t] = concat(slp, sent, slse);
+            }
+            assertEquals(res[1], res[0], "bf16 vs fp32 on the widened values, chunks " + ch + ": result");
+            assertArrayEquals(out[1], out[0], "bf16 vs fp32 on the widened values, chunks " + ch + ": dh, dW, logprob, entropy");
+            assertArrayEquals(stats[1], stats[0], "bf16 vs fp32 on the widened values, chunks " + ch + ": statistics");
+        }
+    }
+
+    private static ByteBuffer direct(long bytes) {
+        return ByteBuffer.allocateDirect((int) Math.max(1, bytes)).order(ByteOrder.nativeOrder());
+    }
+
+    private static float[] concat(ByteBuffer... bufs) {
+        int n = 0;
+        for (ByteBuffer b : bufs) n += b.capacity() / 4;
+        float[] all = new float[n];
+        int at = 0;
+        for (ByteBuffer b : bufs) {
+            int m = b.capacity() / 4;
+            b.asFloatBuffer().get(all, at, m);
+            at += m;
+        }
+        return all;
+    }
+
     private record Run(PolicyLossResult res, float[] dh, float[] dw) {}
 
     /** The fused call (arrays) at 1 and at 2 threads: the same result and gradients to the bit; returns the 2-thread run. */
@@ -354,7 +428,7 @@ class FusedLinearTest {
                 p.labels, p.old, p.adv, p.mask, null, null, dh, dw));
         assertMessage("chunk rows", () -> new FusedLinear.Chunks(0, 5));
         ByteBuffer hb = floats(p.h), wb = floats(p.w);
-        assertMessage("BF16", () -> FusedLinear.Linear.of(MemRef.of(hb), MemRef.of(wb), DType.BF16, 4, 3, 10));
+        assertMessage("F32 or BF16, got F16", () -> FusedLinear.Linear.of(MemRef.of(hb), MemRef.of(wb), DType.F16, 4, 3, 10));
         assertMessage("weight needs", () -> FusedLinear.Linear.of(MemRef.of(hb), MemRef.of(hb), DType.F32, 4, 3, 10));
         assertMessage("hiddenStride", () -> new FusedLinear.Linear(MemRef.of(hb), MemRef.of(wb), DType.F32, 4, 3, 2, 10, 3, 10));
         // memory: a gradient overlapping an input

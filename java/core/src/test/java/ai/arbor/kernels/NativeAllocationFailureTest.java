@@ -65,10 +65,16 @@ class NativeAllocationFailureTest {
         String lib = Loader.load(ArborCpu.class);
         assertTrue(lib != null && Files.isRegularFile(Paths.get(lib)), "the loaded library's path: " + lib);
         Path root = repositoryRoot();
-        Path exe = Files.createTempDirectory("arbor-alloc-failure").resolve("alloc_failure");
-        run(List.of("g++", "-O1", "-std=c++17", "-I" + root.resolve("native/include"),
-                root.resolve("native/test/alloc_failure.cpp").toString(), "-o", exe.toString(), "-ldl"), "compiling the driver");
-        String text = run(List.of(exe.toString(), lib), "the driver");
+        Path dir = Files.createTempDirectory("arbor-alloc-failure"), exe = dir.resolve("alloc_failure");
+        String text;
+        try {
+            run(List.of("g++", "-O1", "-std=c++17", "-I" + root.resolve("native/include"),
+                    root.resolve("native/test/alloc_failure.cpp").toString(), "-o", exe.toString(), "-ldl"), "compiling the driver");
+            text = run(List.of(exe.toString(), lib), "the driver");
+        } finally {
+            Files.deleteIfExists(exe);
+            Files.deleteIfExists(dir);
+        }
         System.out.print("alloc_failure:\n" + text);
         Map<String, long[]> m = new HashMap<>();
         for (String line : text.split("\n")) {

@@ -17,6 +17,7 @@ import java.util.Random;
 import org.bytedeco.javacpp.FloatPointer;
 import org.bytedeco.javacpp.IntPointer;
 import org.bytedeco.javacpp.PointerScope;
+import org.bytedeco.javacpp.ShortPointer;
 import org.bytedeco.openblas.global.openblas_nolapack;
 import org.bytedeco.pytorch.Tensor;
 
@@ -37,7 +38,9 @@ import org.bytedeco.pytorch.Tensor;
  * bench/run.sh --main ai.arbor.bench.kernels.FusedLinearBench [T d V reps threads [tileRows tileVocab [variants [wholeRows]]]]}
  * ({@code variants}: a comma list of the names above; the tile is fused-mem's, default {@link FusedLinear.Chunks#cpu()}),
  * and {@code fused-whole}: fused-mem with tiles of {@code wholeRows} (default 128) × the whole vocabulary, where pass 2
- * reuses pass 1's tile (three products).
+ * reuses pass 1's tile (three products). With bf16 {@code h} and {@code W} (the fp32 ones rounded): {@code fused-bf16}
+ * and {@code fused-whole-bf16} (the kernel widens them a block at a time; gradients fp32) and {@code libtorch-bf16}
+ * (bf16 leaves and matmul, the loss on the logits cast to fp32, as autocast runs it).
  */
 public final class FusedLinearBench {
     private FusedLinearBench() {}
@@ -109,6 +112,26 @@ public final class FusedLinearBench {
             openblas_nolapack.cblas_sgemm(openblas_nolapack.CblasRowMajor, openblas_nolapack.CblasTrans,
                     openblas_nolapack.CblasNoTrans, v, d, t, 1f, logitsP, v, hP, d, 0f, dwP, d);
         };
+        // bf16 h and W (h and w rounded to bf16): the fused path on them (the kernel widens a block at a time), and
+        // libtorch eager with bf16 leaves (bf16 matmul, the loss on the logits in fp32, as autocast does)
+        ShortPointer h16 = bf16(h), w16 = bf16(w);
+        FusedLinear.Linear lin16 = FusedLinear.Linear.of(MemRef.of(h16), MemRef.of(w16), DType.BF16, t, d, v);
+        Runnable fusedBf16 = () -> FusedLinear.forwardBackward(cfg, lin16, in, MemRef.of(dhP), d, MemRef.of(dwP), d, false,
+                null, tile, 0);
+        Runnable fusedWholeBf16 = () -> FusedLinear.forwardBackward(cfg, lin16, in, MemRef.of(dhP), d, MemRef.of(dwP), d,
+                false, null, whole, 0);
+        Tensor hT16 = hT.to(org.bytedeco.pytorch.global.torch.ScalarType.BFloat16),
+                wT16 = wT.to(org.bytedeco.pytorch.global.torch.ScalarType.BFloat16);
+        Runnable libtorchBf16 = () -> {
+            try (PointerScope scope = new PointerScope()) {
+                Tensor hg = hT16.detach().set_requires_grad(true), wg = wT16.detach().set_requires_grad(true);
+                Tensor loss = EagerPolicyLoss.loss(cfg, hg.matmul(wg.t()).to(org.bytedeco.pytorch.global.torch.ScalarType.Float),
+                        labT, oldT, advT, maskT, null, null, Float.NEGATIVE_INFINITY);
+                loss.backward();
+                hg.grad().numel();
+                wg.grad().numel();
+            }
+        };
         Runnable libtorch = () -> {
             try (PointerScope scope = new PointerScope()) {
                 Tensor hg = hT.detach().set_requires_grad(true), wg = wT.detach().set_requires_grad(true);
@@ -119,8 +142,9 @@ public final class FusedLinearBench {
                 wg.grad().numel();
             }
         };
-        String[] allNames = {"fused", "fused-mem", "fused-whole", "unfused", "unfused-mem", "libtorch"};
-        Runnable[] allOps = {fused, fusedMem, fusedWhole, unfused, unfusedMem, libtorch};
+        String[] allNames = {"fused", "fused-mem", "fused-whole", "unfused", "unfused-mem", "libtorch", "fused-bf16",
+            "fused-whole-bf16", "libtorch-bf16"};
+        Runnable[] allOps = {fused, fusedMem, fusedWhole, unfused, unfusedMem, libtorch, fusedBf16, fusedWholeBf16, libtorchBf16};
         java.util.List<String> nl = new java.util.ArrayList<>();
         java.util.List<Runnable> ol = new java.util.ArrayList<>();
         for (int i = 0; i < allNames.length; i++)
@@ -155,6 +179,16 @@ public final class FusedLinearBench {
             System.out.printf(Locale.ROOT, "  %-11s median %9.1f ms (min %9.1f, max %9.1f)  %5.1f GFLOP/s (3 products' worth)%n",
                     names[i], med, ms[i][0], ms[i][reps - 1], 3 * gflop / (med / 1e3));
         }
+    }
+
+    /** x rounded to bf16 (to nearest, ties to even; no NaN here), in native memory. */
+    private static ShortPointer bf16(float[] x) {
+        ShortPointer p = new ShortPointer(x.length);
+        for (int i = 0; i < x.length; i++) {
+            int b = Float.floatToRawIntBits(x[i]);
+            p.put(i, (short) ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16));
+        }
+        return p;
     }
 
     private static double peakExtraMb(Runnable op) throws IOException {

@@ -29,6 +29,7 @@ import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.TensorArrayRefOptional;
 import org.bytedeco.pytorch.TensorVector;
 import org.bytedeco.pytorch.global.torch;
+import org.bytedeco.pytorch.global.torch.ScalarType;
 
 /**
  * The gradient step of training: one optimizer step of supervised fine-tuning or of a clipped
@@ -164,10 +165,19 @@ public final class Trainer implements AutoCloseable {
      * The fused linear kernel's tiles for this policy: on the CPU, 256 rows × the whole vocabulary when that tile is at
      * most 256 MiB (V ≤ 262144) — pass 2 then reuses pass 1's logits, three products instead of four (0.85× the
      * time of the default tiles at V 151936, for a 148 MiB tile; bench/RESULTS.md "Fused linear"); else, and on
-     * CUDA, the device's default.
+     * CUDA, the device's default. A bf16 or fp16 policy's head weight is widened to fp32 by the CPU kernel (all of it
+     * once with such tiles: V × d × 4 bytes), which counts against the same 256 MiB.
      */
     static FusedLinear.Chunks fusedLinearChunks(ReferencePolicy policy, long vocabLimit) {
-        if (policy.device().is_cuda() || 4L * WHOLE_VOCABULARY_ROWS * vocabLimit > (256L << 20)) return null;
+        return fusedLinearChunks(policy.device().is_cuda(), policy.dtype().intern() != ScalarType.Float,
+                policy.config().dModel(), vocabLimit);
+    }
+
+    /** As {@link #fusedLinearChunks(ReferencePolicy, long)} for a policy on CUDA or not, in fp32 or not, of width d. */
+    static FusedLinear.Chunks fusedLinearChunks(boolean cuda, boolean widened, long d, long vocabLimit) {
+        if (cuda) return null;
+        long bytes = 4L * WHOLE_VOCABULARY_ROWS * vocabLimit + (widened ? 4L * vocabLimit * d : 0);
+        if (bytes > (256L << 20)) return null;
         return FusedLinear.Chunks.wholeVocabulary(WHOLE_VOCABULARY_ROWS, vocabLimit);
     }
 

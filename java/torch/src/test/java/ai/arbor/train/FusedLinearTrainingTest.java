@@ -3,6 +3,7 @@ package ai.arbor.train;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.arbor.kernels.FusedLinear;
 import ai.arbor.kernels.LossAgg;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
@@ -46,6 +47,24 @@ class FusedLinearTrainingTest {
                 assertTrue(max / scale < 1e-5, cfg + ": fused linear gradient equals the logits path's, rel. diff " + max / scale);
             }
         }
+    }
+
+    /**
+     * The trainer's CPU tiles: 256 rows × the vocabulary while that tile (and, for a bf16 policy, the head weight the
+     * kernel widens to fp32) fits in 256 MiB, the default tiles beyond; the device's default on CUDA.
+     */
+    @Test
+    void wholeVocabularyTilesWhileTileAndWidenedWeightFit() {
+        assertEquals(FusedLinear.Chunks.wholeVocabulary(256, 151936), Trainer.fusedLinearChunks(false, false, 1024, 151936));
+        assertEquals(null, Trainer.fusedLinearChunks(false, false, 1024, 262145));           // 256 x V x 4 > 256 MiB
+        assertEquals(FusedLinear.Chunks.wholeVocabulary(256, 151936), Trainer.fusedLinearChunks(false, true, 64, 151936));
+        // bf16 Qwen3-0.6B: 148.4 MiB of tile + 593.5 MiB of widened W
+        assertEquals(null, Trainer.fusedLinearChunks(false, true, 1024, 151936));
+        // V 200000: tile 204,800,000 bytes; d 79 adds 63,200,000 (268,000,000 <= 2^28), d 80 adds 64,000,000 (over)
+        assertEquals(FusedLinear.Chunks.wholeVocabulary(256, 200000), Trainer.fusedLinearChunks(false, true, 79, 200000));
+        assertEquals(null, Trainer.fusedLinearChunks(false, true, 80, 200000));
+        assertEquals(FusedLinear.Chunks.wholeVocabulary(256, 200000), Trainer.fusedLinearChunks(false, false, 80, 200000));
+        assertEquals(null, Trainer.fusedLinearChunks(true, false, 64, 1000));
     }
 
     /**

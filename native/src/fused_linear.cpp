@@ -63,8 +63,8 @@ struct Scratch {
     double* d(int64_t off) const { return (double*)(base + off); }
 };
 
-// The products' operands h [rows, dim] and W [vocab, dim]. fp32 is read in place. bf16 is widened to fp32 (exactly:
-// a bf16 value is the top half of its float) a block at a time into buffers this call allocates: the tile's rows of h
+// The products' operands h [rows, dim] and W [vocab, dim]. fp32 is read in place. bf16 and fp16 are widened to fp32
+// (exactly: every half value is a float) a block at a time into buffers this call allocates: the tile's rows of h
 // (row_chunk x dim) and its vocabulary block of W (vocab_chunk x dim, i.e. all of W's first vocab_limit rows with
 // whole-vocabulary tiles, widened once); a block is widened again only when the loops move to another. The products,
 // the tile and every gradient are then those of the fp32 kernel on the widened values.
@@ -73,7 +73,7 @@ struct Operands {
     int64_t hs;
     const void* w;
     int64_t ws, dim;
-    bool bf16;
+    int dtype;  // ARBOR_F32, ARBOR_BF16 or ARBOR_F16
     int num_threads;
     std::unique_ptr<float[]> hbuf, wbuf;
     int64_t h_cap = 0, w_cap = 0;                     // rows the buffers have room for
@@ -87,7 +87,7 @@ struct Operands {
   private:
     const float* block(const void* src, int64_t stride, int64_t r0, int64_t n, std::unique_ptr<float[]>& buf,
                        int64_t& cap, int64_t& at, int64_t& held, int64_t* ld) {
-        if (!bf16) {
+        if (dtype == ARBOR_F32) {
             *ld = stride;
             return (const float*)src + r0 * stride;
         }
@@ -100,11 +100,15 @@ struct Operands {
         const uint16_t* in = (const uint16_t*)src;
         float* out = buf.get();
         const int64_t d = dim;
+        const bool bf16 = dtype == ARBOR_BF16;
         parallel_for(n, num_threads, d, [&](int64_t b, int64_t e) {
             for (int64_t r = b; r < e; ++r) {
                 const uint16_t* x = in + (r0 + r) * stride;
                 float* y = out + r * d;
-                for (int64_t k = 0; k < d; ++k) y[k] = bf16_to_f32(x[k]);
+                if (bf16)
+                    for (int64_t k = 0; k < d; ++k) y[k] = bf16_to_f32(x[k]);
+                else
+                    for (int64_t k = 0; k < d; ++k) y[k] = f16_to_f32(x[k]);
             }
         });
         at = r0;
@@ -340,13 +344,13 @@ extern "C" int arbor_cpu_fused_linear_stats(const void* hidden, int64_t rows, in
     try {
         if (fl::bad_linear(hidden, rows, dim, hidden_stride, weight, vocab, weight_stride, vocab_limit, temperature))
             return ARBOR_ERR_ARG;
-        if (dtype != ARBOR_F32 && dtype != ARBOR_BF16) return ARBOR_ERR_UNSUPPORTED;
+        if (dtype != ARBOR_F32 && dtype != ARBOR_BF16 && dtype != ARBOR_F16) return ARBOR_ERR_UNSUPPORTED;
         if (sgemm == nullptr) return ARBOR_ERR_ARG;
         if (logprob != nullptr && bad_labels(labels, label_dtype, rows)) return ARBOR_ERR_ARG;
         fl::Scratch sc;
         if (!sc.init(workspace, workspace_bytes, rows, vocab_limit, row_chunk, vocab_chunk)) return ARBOR_ERR_ARG;
         if (rows == 0) return ARBOR_OK;
-        fl::Operands op{hidden, hidden_stride, weight, weight_stride, dim, dtype == ARBOR_BF16, num_threads};
+        fl::Operands op{hidden, hidden_stride, weight, weight_stride, dim, dtype, num_threads};
         return ARBOR_DISPATCH(fl::stats, F32Tag)(op, rows, vocab_limit, labels, label_dtype, temperature, row_mask,
                                                 logprob, entropy, lse, sc, sgemm, num_threads);
     } ARBOR_CATCH_ALL
@@ -372,11 +376,11 @@ extern "C" int arbor_cpu_fused_linear_policy_loss(
         if (fl::bad_out_matrix(grad_hidden, rows, dim, grad_hidden_stride) ||
             fl::bad_out_matrix(grad_weight, vocab, dim, grad_weight_stride))
             return ARBOR_ERR_ARG;
-        if (dtype != ARBOR_F32 && dtype != ARBOR_BF16) return ARBOR_ERR_UNSUPPORTED;
+        if (dtype != ARBOR_F32 && dtype != ARBOR_BF16 && dtype != ARBOR_F16) return ARBOR_ERR_UNSUPPORTED;
         if (sgemm == nullptr) return ARBOR_ERR_ARG;
         fl::Scratch sc;
         if (!sc.init(workspace, workspace_bytes, rows, vocab_limit, row_chunk, vocab_chunk)) return ARBOR_ERR_ARG;
-        fl::Operands op{hidden, hidden_stride, weight, weight_stride, dim, dtype == ARBOR_BF16, num_threads};
+        fl::Operands op{hidden, hidden_stride, weight, weight_stride, dim, dtype, num_threads};
         return ARBOR_DISPATCH(fl::policy_loss, F32Tag)(
             *cfg, op, rows, vocab, vocab_limit, labels, label_dtype, old_logprob, advantages, mask, weights, ref_logprob,
             select_entropy, logprob_out, entropy_out, grad_hidden, grad_hidden_stride, grad_weight, grad_weight_stride,

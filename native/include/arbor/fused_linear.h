@@ -32,8 +32,8 @@
  * CUDA (arbor_cuda_fused_linear_*): cuBLAS, loaded at the first call (libcublas.so.13 / .12, or the
  * path in ARBOR_CUBLAS); `sgemm` is ignored. ARBOR_ERR_UNSUPPORTED when cuBLAS cannot be loaded.
  *
- * dtype: ARBOR_F32 or ARBOR_BF16 for h and W. CUDA: bf16 tensor-core products with fp32 accumulation (the tile
- * and every gradient stay fp32). CPU: bf16 is widened to fp32 a block at a time — the tile's rows of h and its
+ * dtype: ARBOR_F32 or ARBOR_BF16 for h and W, and ARBOR_F16 on the CPU. CUDA: bf16 tensor-core products with fp32
+ * accumulation (the tile and every gradient stay fp32). CPU: bf16 and fp16 are widened to fp32 a block at a time — the tile's rows of h and its
  * vocabulary block of W (all of W's first vocab_limit rows with whole-vocabulary tiles, widened once) — into
  * buffers the call allocates beside the workspace (row_chunk x dim and vocab_chunk x dim fp32, clamped to the
  * call's sizes), so the results are those of the fp32 call on the widened values. Gradients are always fp32.

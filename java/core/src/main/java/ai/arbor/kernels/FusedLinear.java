@@ -27,8 +27,8 @@ import org.bytedeco.javacpp.Pointer;
  *
  * <p>CPU: the products are OpenBLAS's {@code cblas_sgemm} from the JavaCPP openblas preset
  * (OpenBLAS runs its own threads: {@code OPENBLAS_NUM_THREADS} or {@code openblas_set_num_threads};
- * {@link Kernels#threads()} for the per-element work); bf16 {@code h} and {@code W} (memory entries) are widened to
- * fp32 a tile's block at a time (the fp32 call's results on the widened values, to the bit). CUDA: cuBLAS (fp32, or
+ * {@link Kernels#threads()} for the per-element work); bf16 or fp16 {@code h} and {@code W} (memory entries) are
+ * widened to fp32 a tile's block at a time (the fp32 call's results on the widened values, to the bit). CUDA: cuBLAS (fp32, or
  * bf16 inputs with fp32 accumulation), loaded on first use; gradients are fp32 on both.
  *
  * <p>Tied embeddings: pass {@code accumulateGradWeight = true} to add ∂loss/∂W into the embedding's
@@ -80,8 +80,9 @@ public final class FusedLinear {
      * @param hidden       {@code [rows, dim]}, row stride {@code hiddenStride}
      * @param weight       {@code [vocab, dim]}, row stride {@code weightStride}; rows ≥ {@code vocabLimit}
      *                     are padding (never read; their gradient is 0)
-     * @param dtype        F32 or BF16 (CPU: bf16 is widened to fp32 a tile's block at a time, then the fp32 products —
-     *                     the results of the fp32 call on the widened values; CUDA: bf16 tensor-core products)
+     * @param dtype        F32 or BF16, or F16 in host memory (CPU: bf16 and fp16 are widened to fp32 a tile's block at
+     *                     a time, then the fp32 products — the results of the fp32 call on the widened values; CUDA:
+     *                     bf16 tensor-core products)
      */
     public record Linear(MemRef hidden, MemRef weight, DType dtype, long rows, long dim, long hiddenStride, long vocab,
                          long weightStride, long vocabLimit) {
@@ -89,8 +90,8 @@ public final class FusedLinear {
             Check.notNull("hidden", hidden);
             Check.notNull("weight", weight);
             Check.notNull("dtype", dtype);
-            if (dtype != DType.F32 && dtype != DType.BF16)
-                throw new IllegalArgumentException("hidden/weight dtype must be F32 or BF16, got " + dtype);
+            if (dtype != DType.F32 && dtype != DType.BF16 && dtype != DType.F16)
+                throw new IllegalArgumentException("hidden/weight dtype must be F32, BF16 or (host) F16, got " + dtype);
             Check.nonNegative("rows", rows);
             Check.positive("dim", dim);
             Check.positive("vocab", vocab);
@@ -105,6 +106,8 @@ public final class FusedLinear {
             Check.fits("weight", weight, LogitsView.elements(vocab, dim, weightStride), dtype);
             if (!hidden.device().equals(weight.device()))
                 throw new IllegalArgumentException("weight is on " + weight.device() + " but hidden is on " + hidden.device());
+            if (dtype == DType.F16 && hidden.device().isCuda())
+                throw new IllegalArgumentException("F16 hidden/weight need host memory (the CUDA kernel takes F32 or BF16)");
         }
 
         /** Contiguous {@code h [rows, dim]} and {@code W [vocab, dim]}. */
@@ -266,7 +269,7 @@ public final class FusedLinear {
 
     /**
      * Fused forward + backward over memory (host: the CPU kernel; CUDA: cuBLAS on {@code cudaStream}; h and W fp32 or
-     * bf16 on both). Per-row inputs as {@link PolicyLoss.Inputs} on the same device;
+     * bf16 on both, fp16 on the host). Per-row inputs as {@link PolicyLoss.Inputs} on the same device;
      * {@code gradHidden} ({@code [rows, dim]} fp32, stride {@code gradHiddenStride}) and {@code gradWeight}
      * ({@code [vocab, dim]} fp32, stride {@code gradWeightStride}) may each be null. Returns after the
      * work is done (CUDA: waits for the stream). Host inputs are scanned; on CUDA an invalid mask makes

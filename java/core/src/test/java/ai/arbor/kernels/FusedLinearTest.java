@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.arbor.bindings.ArborCpu;
 import ai.arbor.testing.Gpu;
 import ai.arbor.testing.Seeds;
 import java.nio.ByteBuffer;
@@ -289,14 +290,15 @@ class FusedLinearTest {
     }
 
     /**
-     * bf16 {@code h} and {@code W} in host memory: the kernel widens them to fp32 a block at a time, so every output is
-     * the fp32 call's on the widened values, to the bit (the same products on the same numbers) — with general and
-     * whole-vocabulary tiles and the default ones, a strided {@code h}, a padded vocabulary, masked rows; the
+     * bf16 or fp16 {@code h} and {@code W} in host memory: the kernel widens them to fp32 a block at a time, so every
+     * output is the fp32 call's on the widened values, to the bit (the same products on the same numbers) — with general
+     * and whole-vocabulary tiles and the default ones, a strided {@code h}, a padded vocabulary, masked rows; the
      * statistics likewise.
      */
-    @Test
-    void bf16OnTheHostIsTheFp32CallOnTheWidenedValues() {
-        long seed = Seeds.seed("FusedLinearTest.bf16OnTheHostIsTheFp32CallOnTheWidenedValues");
+    @org.junit.jupiter.params.ParameterizedTest(name = "{0}")
+    @org.junit.jupiter.params.provider.CsvSource({"BF16", "F16"})
+    void halfOnTheHostIsTheFp32CallOnTheWidenedValues(DType half) {
+        long seed = Seeds.seed("FusedLinearTest.halfOnTheHostIsTheFp32CallOnTheWidenedValues " + half);
         Random rnd = new Random(seed);
         FusedLinear.Chunks[] chunks = {new FusedLinear.Chunks(16, 512), FusedLinear.Chunks.wholeVocabulary(32, 1500), null};
         for (FusedLinear.Chunks ch : chunks) {
@@ -306,14 +308,14 @@ class FusedLinearTest {
             ByteBuffer h32 = direct(4L * p.rows * hs), w32 = direct(4L * p.vocab * p.dim);
             for (int r = 0; r < p.rows; r++)
                 for (int k = 0; k < p.dim; k++) {
-                    int b = CpuPathsTest.bf16Nearest(p.h[r * p.dim + k]);
-                    h16.putShort(2 * (r * hs + k), (short) b);
-                    h32.putFloat(4 * (r * hs + k), Float.intBitsToFloat(b << 16));
+                    short b = toHalf(half, p.h[r * p.dim + k]);
+                    h16.putShort(2 * (r * hs + k), b);
+                    h32.putFloat(4 * (r * hs + k), fromHalf(half, b));
                 }
             for (int i = 0; i < p.vocab * p.dim; i++) {
-                int b = CpuPathsTest.bf16Nearest(p.w[i]);
-                w16.putShort(2 * i, (short) b);
-                w32.putFloat(4 * i, Float.intBitsToFloat(b << 16));
+                short b = toHalf(half, p.w[i]);
+                w16.putShort(2 * i, b);
+                w32.putFloat(4 * i, fromHalf(half, b));
             }
             ByteBuffer lab = direct(4L * p.rows);
             for (int i = 0; i < p.rows; i++) lab.putInt(4 * i, p.labels[i]);
@@ -324,7 +326,7 @@ class FusedLinearTest {
             PolicyLossResult[] res = new PolicyLossResult[2];
             float[][] stats = new float[2][];
             for (int t = 0; t < 2; t++) {
-                DType dt = t == 0 ? DType.BF16 : DType.F32;
+                DType dt = t == 0 ? half : DType.F32;
                 FusedLinear.Linear lin = new FusedLinear.Linear(MemRef.of(t == 0 ? h16 : h32), MemRef.of(t == 0 ? w16 : w32),
                         dt, p.rows, p.dim, hs, p.vocab, p.dim, p.vocabLimit);
                 ByteBuffer gh = direct(4L * p.rows * p.dim), gw = direct(4L * p.vocab * p.dim);
@@ -339,10 +341,24 @@ class FusedLinearTest {
                         MemRef.of(slse), ch, 0L);
                 stats[t] = concat(slp, sent, slse);
             }
-            assertEquals(res[1], res[0], "bf16 vs fp32 on the widened values, chunks " + ch + ": result");
-            assertArrayEquals(out[1], out[0], "bf16 vs fp32 on the widened values, chunks " + ch + ": dh, dW, logprob, entropy");
-            assertArrayEquals(stats[1], stats[0], "bf16 vs fp32 on the widened values, chunks " + ch + ": statistics");
+            assertEquals(res[1], res[0], half + " vs fp32 on the widened values, chunks " + ch + ": result");
+            assertArrayEquals(out[1], out[0], half + " vs fp32 on the widened values, chunks " + ch + ": dh, dW, logprob, entropy");
+            assertArrayEquals(stats[1], stats[0], half + " vs fp32 on the widened values, chunks " + ch + ": statistics");
         }
+    }
+
+    /** x rounded to the half type, as its bits (any rounding: these are inputs; bf16 to nearest even, fp16 the library's). */
+    private static short toHalf(DType half, float x) {
+        return half == DType.BF16 ? (short) CpuPathsTest.bf16Nearest(x) : ArborCpu.arbor_f32_to_f16(x);
+    }
+
+    /** The value of half bits, decoded here (not by the library whose widening is under test). */
+    private static float fromHalf(DType half, short b) {
+        int u = b & 0xffff;
+        if (half == DType.BF16) return Float.intBitsToFloat(u << 16);
+        int sign = (u & 0x8000) != 0 ? -1 : 1, exp = (u >>> 10) & 0x1f, man = u & 0x3ff;
+        if (exp == 0x1f) return man == 0 ? sign * Float.POSITIVE_INFINITY : Float.NaN;
+        return (float) (sign * (exp == 0 ? Math.scalb((double) man, -24) : Math.scalb(1024.0 + man, exp - 25)));
     }
 
     private static ByteBuffer direct(long bytes) {
@@ -428,7 +444,7 @@ class FusedLinearTest {
                 p.labels, p.old, p.adv, p.mask, null, null, dh, dw));
         assertMessage("chunk rows", () -> new FusedLinear.Chunks(0, 5));
         ByteBuffer hb = floats(p.h), wb = floats(p.w);
-        assertMessage("F32 or BF16, got F16", () -> FusedLinear.Linear.of(MemRef.of(hb), MemRef.of(wb), DType.F16, 4, 3, 10));
+        assertMessage("F32, BF16 or (host) F16, got I32", () -> FusedLinear.Linear.of(MemRef.of(hb), MemRef.of(wb), DType.I32, 4, 3, 10));
         assertMessage("weight needs", () -> FusedLinear.Linear.of(MemRef.of(hb), MemRef.of(hb), DType.F32, 4, 3, 10));
         assertMessage("hiddenStride", () -> new FusedLinear.Linear(MemRef.of(hb), MemRef.of(wb), DType.F32, 4, 3, 2, 10, 3, 10));
         // memory: a gradient overlapping an input

@@ -55,41 +55,44 @@ class TorchFusedLinearTest {
     }
 
     /**
-     * bf16 hidden states and weight on the CPU (a bf16 policy): libtorch autograd on their fp32 values is the
-     * reference (the kernel widens them exactly); ∂loss/∂hidden comes back in bf16, ∂loss/∂weight in fp32, and both
-     * reach bf16 leaves through {@code backward} as the trainer passes them.
+     * bf16 and fp16 hidden states and weight on the CPU (a half-precision policy): libtorch autograd on their fp32 values
+     * is the reference (the kernel widens them exactly); ∂loss/∂hidden comes back in the hidden states' dtype,
+     * ∂loss/∂weight in fp32, and both reach half-precision leaves through {@code backward} as the trainer passes them.
      */
     @Test
-    void bf16OnTheCpuMatchesAutogradOnTheFp32Values() {
+    void halfPrecisionOnTheCpuMatchesAutogradOnTheFp32Values() {
         long seed = TorchTokenStatsTest.seed();
-        System.out.println("TorchFusedLinearTest bf16OnTheCpuMatchesAutogradOnTheFp32Values seed=" + seed);
+        System.out.println("TorchFusedLinearTest halfPrecisionOnTheCpuMatchesAutogradOnTheFp32Values seed=" + seed);
         Random rnd = new Random(seed);
         PolicyLossConfig cfg = PolicyLossConfig.treeGrpo().toBuilder().temperature(0.8).build();
-        int t = 37, d = 24, v = 700;
-        Tensor hidden = TorchTokenStatsTest.randn(rnd, 1f, t, d).to(ScalarType.BFloat16);
-        Tensor weight = TorchTokenStatsTest.randn(rnd, (float) (2 / Math.sqrt(d)), v, d).to(ScalarType.BFloat16);
-        TorchPolicyLossTest.Batch batch = TorchPolicyLossTest.batch(rnd, cfg, t, v, false);
-        Tensor h = hidden.to(ScalarType.Float).detach().set_requires_grad(true);
-        Tensor w = weight.to(ScalarType.Float).detach().set_requires_grad(true);
-        Tensor loss = EagerPolicyLoss.loss(cfg, h.matmul(w.t()), batch.labels(), batch.old(), batch.adv(), batch.mask(),
-                batch.ref(), null, Float.NEGATIVE_INFINITY);
-        loss.backward();
-        TorchFusedLinear.Output out = TorchFusedLinear.forwardBackward(cfg, hidden, weight, batch.labels(), batch.old(),
-                batch.adv(), batch.mask(), batch.ref(), null, null, new FusedLinear.Chunks(8, 128));
-        double ref = loss.item_double();
-        assertTrue(Math.abs(out.result().loss() - ref) <= 1e-5 * (1 + Math.abs(ref)), "loss " + out.result().loss() + " vs " + ref);
-        assertEquals(ScalarType.BFloat16, out.gradHidden().scalar_type().intern(), "dh in the hidden states' dtype");
-        assertEquals(ScalarType.Float, out.gradWeight().scalar_type().intern(), "dW in fp32");
-        double eh = TorchPolicyLossTest.maxDiff(out.gradHidden().to(ScalarType.Float), h.grad()), mh = TorchPolicyLossTest.maxAbs(h.grad());
-        double ew = TorchPolicyLossTest.maxDiff(out.gradWeight(), w.grad()), mw = TorchPolicyLossTest.maxAbs(w.grad());
-        assertTrue(eh <= 0x1p-8 * mh + 1e-9, "dh max diff " + eh + " (max " + mh + "; one bf16 rounding)");
-        assertTrue(ew <= 1e-5 * mw + 1e-9, "dW max diff " + ew + " (max " + mw + ")");
-        // as the trainer applies them: into bf16 leaves
-        Tensor hl = hidden.detach().set_requires_grad(true), wl = weight.detach().set_requires_grad(true);
-        hl.backward(out.gradHidden(), new org.bytedeco.pytorch.BoolOptional(), false, new org.bytedeco.pytorch.TensorArrayRefOptional());
-        wl.backward(out.gradWeight(), new org.bytedeco.pytorch.BoolOptional(), false, new org.bytedeco.pytorch.TensorArrayRefOptional());
-        assertEquals(ScalarType.BFloat16, wl.grad().scalar_type().intern(), "the weight's gradient in its dtype");
-        assertTrue(TorchPolicyLossTest.maxDiff(wl.grad().to(ScalarType.Float), w.grad()) <= 0x1p-8 * mw + 1e-9, "dW through backward");
+        for (ScalarType half : new ScalarType[] {ScalarType.BFloat16, ScalarType.Half}) {
+            int t = 37, d = 24, v = 700;
+            Tensor hidden = TorchTokenStatsTest.randn(rnd, 1f, t, d).to(half);
+            Tensor weight = TorchTokenStatsTest.randn(rnd, (float) (2 / Math.sqrt(d)), v, d).to(half);
+            TorchPolicyLossTest.Batch batch = TorchPolicyLossTest.batch(rnd, cfg, t, v, false);
+            Tensor h = hidden.to(ScalarType.Float).detach().set_requires_grad(true);
+            Tensor w = weight.to(ScalarType.Float).detach().set_requires_grad(true);
+            Tensor loss = EagerPolicyLoss.loss(cfg, h.matmul(w.t()), batch.labels(), batch.old(), batch.adv(), batch.mask(),
+                    batch.ref(), null, Float.NEGATIVE_INFINITY);
+            loss.backward();
+            TorchFusedLinear.Output out = TorchFusedLinear.forwardBackward(cfg, hidden, weight, batch.labels(), batch.old(),
+                    batch.adv(), batch.mask(), batch.ref(), null, null, new FusedLinear.Chunks(8, 128));
+            String at = half.toString();
+            double ref = loss.item_double();
+            assertTrue(Math.abs(out.result().loss() - ref) <= 1e-5 * (1 + Math.abs(ref)), at + ": loss " + out.result().loss() + " vs " + ref);
+            assertEquals(half, out.gradHidden().scalar_type().intern(), at + ": dh in the hidden states' dtype");
+            assertEquals(ScalarType.Float, out.gradWeight().scalar_type().intern(), at + ": dW in fp32");
+            double eh = TorchPolicyLossTest.maxDiff(out.gradHidden().to(ScalarType.Float), h.grad()), mh = TorchPolicyLossTest.maxAbs(h.grad());
+            double ew = TorchPolicyLossTest.maxDiff(out.gradWeight(), w.grad()), mw = TorchPolicyLossTest.maxAbs(w.grad());
+            assertTrue(eh <= 0x1p-8 * mh + 1e-9, at + ": dh max diff " + eh + " (max " + mh + "; one half rounding)");
+            assertTrue(ew <= 1e-5 * mw + 1e-9, at + ": dW max diff " + ew + " (max " + mw + ")");
+            // as the trainer applies them: into half-precision leaves
+            Tensor hl = hidden.detach().set_requires_grad(true), wl = weight.detach().set_requires_grad(true);
+            hl.backward(out.gradHidden(), new org.bytedeco.pytorch.BoolOptional(), false, new org.bytedeco.pytorch.TensorArrayRefOptional());
+            wl.backward(out.gradWeight(), new org.bytedeco.pytorch.BoolOptional(), false, new org.bytedeco.pytorch.TensorArrayRefOptional());
+            assertEquals(half, wl.grad().scalar_type().intern(), at + ": the weight's gradient in its dtype");
+            assertTrue(TorchPolicyLossTest.maxDiff(wl.grad().to(ScalarType.Float), w.grad()) <= 0x1p-8 * mw + 1e-9, at + ": dW through backward");
+        }
     }
 
     @Test

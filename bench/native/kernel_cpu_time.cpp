@@ -97,8 +97,9 @@ int main(int argc,char**argv){
     };
     double st = best([&]{ sample(0, 1.f); }, N);
     double sk = best([&]{ sample(50, 0.9f); }, N);
-    printf("%-8s V=%-6ld %s read %6.2f copy %6.2f | fwd %6.2f bwd %6.2f | loss %6.2f loss+H %6.2f | sample T %6.2f (%.2fx fwd) top-k/p %6.2f (%.2fx fwd)\n",
-           arbor_cpu_isa(), (long)V, bf?"bf16":"f32 ", fr, fc, f, b, pl, plh, st, st / f, sk, sk / f);
+    double sp = best([&]{ sample(0, 0.9f); }, N);  // top-p alone (the truncated path: bins, then the gathered columns)
+    printf("%-8s V=%-6ld %s read %6.2f copy %6.2f | fwd %6.2f bwd %6.2f | loss %6.2f loss+H %6.2f | sample T %6.2f (%.2fx fwd) top-k/p %6.2f (%.2fx fwd) top-p %6.2f (%.2fx fwd)\n",
+           arbor_cpu_isa(), (long)V, bf?"bf16":"f32 ", fr, fc, f, b, pl, plh, st, st / f, sk, sk / f, sp, sp / f);
     fflush(stdout);
   }
 }

@@ -294,7 +294,9 @@ static int64_t truncated_draw(const typename Tag::T* row, int64_t n, float inv_t
     // masses are needed for top-p's total without top-k, and for min-p's normalizer when top-k may
     // not cut (with a cutting top-k, top-p's total and the normalizer come from the top-k list)
     const bool need_mass = !topk || rp.mp > 0.0f;
-    SI::template bin<Tag>(row, n, inv_t, tau, zmax, count, need_mass ? mass : nullptr);
+    // counts are needed for top-k's bound, and for the race over the row when only min-p cuts (kept below)
+    const bool need_count = topk || !topp;
+    SI::template bin<Tag>(row, n, inv_t, tau, zmax, need_count ? count : nullptr, need_mass ? mass : nullptr);
     int64_t kept = 0, total = 0;
     for (int b = 0; b < 256; ++b) {
         kept += count[b];

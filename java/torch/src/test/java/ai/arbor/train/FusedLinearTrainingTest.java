@@ -35,16 +35,8 @@ class FusedLinearTrainingTest {
                 assertEquals(a.loss(), f.loss(), 1e-5 * (1 + Math.abs(a.loss())), cfg + " loss");
                 assertEquals(a.tokens(), f.tokens(), 0);
                 assertEquals(a.loss(), fused.policyLoss(b, cfg).loss(), 1e-5 * (1 + Math.abs(a.loss())), cfg + " loss without gradients");
-                double max = 0, scale = 0;
-                for (int i = 0; i < logits.parameters().size(); i++) {
-                    float[] x = TrainerTest.values(logits.parameters().get(i).grad()), y = TrainerTest.values(fused.parameters().get(i).grad());
-                    for (int k = 0; k < x.length; k++) {
-                        max = Math.max(max, Math.abs(x[k] - y[k]));
-                        scale = Math.max(scale, Math.abs(x[k]));
-                    }
-                }
-                assertTrue(scale > 1e-6, "a real gradient");
-                assertTrue(max / scale < 1e-5, cfg + ": fused linear gradient equals the logits path's, rel. diff " + max / scale);
+                double rel = relativeGradientDiff(logits, fused);
+                assertTrue(rel < 1e-5, cfg + ": fused linear gradient equals the logits path's, rel. diff " + rel);
             }
         }
     }
@@ -85,18 +77,24 @@ class FusedLinearTrainingTest {
             PolicyLossResult a = logits.policyBackward(b, cfg), f = fused.policyBackward(b, cfg);
             System.out.printf("bf16 policy: loss %.6f (logits path) vs %.6f (fused)%n", a.loss(), f.loss());
             assertEquals(a.loss(), f.loss(), 0x1p-8 * (1 + Math.abs(a.loss())), "loss (one bf16 rounding)");
-            double max = 0, scale = 0;
-            for (int i = 0; i < logits.parameters().size(); i++) {
-                float[] x = TrainerTest.values(logits.parameters().get(i).grad()), y = TrainerTest.values(fused.parameters().get(i).grad());
-                for (int k = 0; k < x.length; k++) {
-                    max = Math.max(max, Math.abs(x[k] - y[k]));
-                    scale = Math.max(scale, Math.abs(x[k]));
-                }
-            }
-            System.out.printf("bf16 policy: gradients max diff %.3g of max %.3g%n", max, scale);
-            assertTrue(scale > 1e-6, "a real gradient");
+            double rel = relativeGradientDiff(logits, fused);
+            System.out.printf("bf16 policy: gradients' max diff %.3g of their max%n", rel);
             // bf16 parameters' gradients: each a bf16 rounding (2^-8) of sums through a few bf16 layers (seen: 0.55 %)
-            assertTrue(max / scale < 0.02, "fused linear gradient near the logits path's, rel. diff " + max / scale);
+            assertTrue(rel < 0.02, "fused linear gradient near the logits path's, rel. diff " + rel);
         }
+    }
+
+    /** Max |difference| of every parameter gradient of the two trainers, over the first one's max |gradient| (a real one). */
+    private static double relativeGradientDiff(Trainer a, Trainer b) {
+        double max = 0, scale = 0;
+        for (int i = 0; i < a.parameters().size(); i++) {
+            float[] x = TrainerTest.values(a.parameters().get(i).grad()), y = TrainerTest.values(b.parameters().get(i).grad());
+            for (int k = 0; k < x.length; k++) {
+                max = Math.max(max, Math.abs(x[k] - y[k]));
+                scale = Math.max(scale, Math.abs(x[k]));
+            }
+        }
+        assertTrue(scale > 1e-6, "a real gradient");
+        return max / scale;
     }
 }

@@ -36,8 +36,8 @@ import org.openjdk.jmh.annotations.TearDown;
  *   <li>{@code floorCopy}: arbor_cpu_stream_copy of those bytes (non-temporal stores) — the floor of
  *       {@code statsBackward} (saved statistics, gradient in the logits' dtype) and of
  *       {@code policyLossFused} (forward + backward, gradient in the logits' dtype);
- *   <li>{@code sampleTemperature}, {@code sampleTopkTopp}: the sampler (T = 1; top-k 50 + top-p 0.9),
- *       against {@code statsForward}.
+ *   <li>{@code sampleTemperature}, {@code sampleTopkTopp}, {@code sampleTopp}: the sampler (T = 1; top-k 50 +
+ *       top-p 0.9; top-p 0.9 alone), against {@code statsForward}.
  * </ul>
  * The floors are forced onto the same ISA as the kernels. E.g.
  * {@code bench/run.sh KernelFloorBench -f 1 -wi 2 -i 5 -w 1s -r 1s}; see bench/RESULTS.md.
@@ -68,7 +68,7 @@ public class KernelFloorBench {
     PolicyLossConfig cfg;
     PolicyLoss.Inputs plIn;
     Sampler.Outputs outputs;
-    SamplingParams temperature, topkTopp;
+    SamplingParams temperature, topkTopp, topp;
     long step, floorCols;
 
     static ByteBuffer direct(long bytes) {
@@ -120,6 +120,7 @@ public class KernelFloorBench {
         plIn = PolicyLoss.Inputs.of(labels, DType.I32, old, adv, mask, null);
         temperature = SamplingParams.temperature(1f);
         topkTopp = SamplingParams.temperature(1f).withTopK(50).withTopP(0.9f);
+        topp = SamplingParams.temperature(1f).withTopP(0.9f);
         outputs = new Sampler.Outputs(MemRef.of(direct(8L * rows)), DType.I64, MemRef.of(direct(4L * rows)),
                 MemRef.of(direct(4L * rows)), MemRef.of(direct(4L * rows)));
         System.out.println("\nCPU ISA " + Backend.cpuIsa() + ", threads " + Kernels.threads());
@@ -173,6 +174,13 @@ public class KernelFloorBench {
     @Benchmark
     public Sampler.Outputs sampleTopkTopp() {
         Sampler.sample(new Sampler.Batch(view, topkTopp, 1234, step++ & Sampler.MAX_STEP, null, null, null, null,
+                null, null, null, null), outputs, 0);
+        return outputs;
+    }
+
+    @Benchmark
+    public Sampler.Outputs sampleTopp() {
+        Sampler.sample(new Sampler.Batch(view, topp, 1234, step++ & Sampler.MAX_STEP, null, null, null, null,
                 null, null, null, null), outputs, 0);
         return outputs;
     }

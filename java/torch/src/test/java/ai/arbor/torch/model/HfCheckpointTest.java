@@ -408,14 +408,35 @@ class HfCheckpointTest {
             try (NoGradGuard g = new NoGradGuard()) {
                 f32 = Tensors.toDoubles(p.forward(tokens));
             }
+            double scale = Arrays.stream(f32).map(Math::abs).max().orElseThrow();
+            // this network's sensitivity to bf16 rounding: its fp32 logits with every weight rounded to bf16 once (the
+            // weights restored after), against the plain fp32 logits
+            double rounded = 0;
+            try (NoGradGuard g = new NoGradGuard()) {
+                Map<String, Tensor> saved = new java.util.LinkedHashMap<>();
+                for (Map.Entry<String, Tensor> e : p.namedParameters().entrySet()) {
+                    saved.put(e.getKey(), e.getValue().clone());
+                    e.getValue().copy_(e.getValue().to(ScalarType.BFloat16).to(ScalarType.Float));
+                }
+                double[] r = Tensors.toDoubles(p.forward(tokens));
+                for (int i = 0; i < f32.length; i++) rounded = Math.max(rounded, Math.abs(r[i] - f32[i]) / scale);
+                for (Map.Entry<String, Tensor> e : p.namedParameters().entrySet()) e.getValue().copy_(saved.get(e.getKey()));
+                double[] back = Tensors.toDoubles(p.forward(tokens));
+                assertTrue(Arrays.equals(back, f32), "weights restored");
+            }
             p.setAutocast(ScalarType.BFloat16);
             Tensor logits = p.forward(tokens);
             double[] bf = Tensors.toDoubles(logits);
-            double scale = Arrays.stream(f32).map(Math::abs).max().orElseThrow(), worst = 0;
+            double worst = 0;
             for (int i = 0; i < f32.length; i++) worst = Math.max(worst, Math.abs(bf[i] - f32[i]) / scale);
-            System.out.printf("  bf16 autocast vs f32: max relative difference %.3g%n", worst);
-            // bf16 keeps 8 mantissa bits: a few 2^-8 of rounding through two blocks, far below a wrong formula's error
-            assertTrue(worst < 0.05 && worst > 1e-5, "relative difference " + worst);
+            System.out.printf("  bf16 autocast vs f32: max relative difference %.3g (weights rounded to bf16 once: %.3g)%n",
+                    worst, rounded);
+            // autocast rounds the weights and, at each product, the activations to bf16 (8 mantissa bits): an error of
+            // the order of the weights' rounding alone (seen: 0.7-1.4x of it over 10 seeds, the rounding 0.0065-0.036 of
+            // max |logit|), far below a wrong formula's; a fixed bound of 0.05 failed at seed 56892486878129 (0.0508,
+            // a sensitive network: its weights' rounding alone 0.0357)
+            assertTrue(worst > 0.1 * rounded && worst < 6 * rounded,
+                    "relative difference " + worst + ", the weights' rounding alone " + rounded);
             assertEquals(ScalarType.Float, logits.scalar_type().intern());
             logits.sum().backward();
             Tensor g = p.namedParameters().get("model.layers.0.self_attn.q_proj.weight").grad();

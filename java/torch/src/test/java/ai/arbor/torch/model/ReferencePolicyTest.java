@@ -368,7 +368,9 @@ class ReferencePolicyTest {
                 err = Math.max(err, Math.abs(a[i] - b[i]));
             }
             System.out.printf("  bf16 vs f32: max |logit| %.3f, max difference %.3f%n", scale, err);
-            assertTrue(err < 0.1 * scale, "bf16 logits drift " + err + " of " + scale);
+            // every weight and activation rounded to bf16 (8 mantissa bits) through the blocks: 0.010-0.061 of max |logit|
+            // over 16 seeds (a fixed 0.1 left 1.6x of margin), far below a wrong formula's error (of the logits' order)
+            assertTrue(err < 0.2 * scale, "bf16 logits drift " + err + " of " + scale);
             assertEquals(ScalarType.BFloat16, bf16.forward(tokens).scalar_type().intern());
         }
     }

@@ -181,13 +181,10 @@ public final class FusedLinearBench {
         }
     }
 
-    /** x rounded to bf16 (to nearest, ties to even; no NaN here), in native memory. */
+    /** x rounded to bf16 by the library's own conversion (to nearest, ties to even), in native memory. */
     private static ShortPointer bf16(float[] x) {
         ShortPointer p = new ShortPointer(x.length);
-        for (int i = 0; i < x.length; i++) {
-            int b = Float.floatToRawIntBits(x[i]);
-            p.put(i, (short) ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16));
-        }
+        for (int i = 0; i < x.length; i++) p.put(i, ai.arbor.bindings.ArborCpu.arbor_f32_to_bf16(x[i]));
         return p;
     }
 

@@ -413,6 +413,9 @@ public final class HfCheckpoint {
                         Tensors.options(e.dtype().scalarType(), new Device("cpu")));
                 Tensor dst = slabShape.length == 0 ? param : param.narrow(0, r0, n);
                 dst.copy_(src);
+                // the mapping must outlive the copy: nothing else holds `map` once the pointer has its address, and a
+                // GC in between unmaps it (SIGSEGV in the copy kernel, seen once in a full test run)
+                java.lang.ref.Reference.reachabilityFence(map);
             }
         }
     }

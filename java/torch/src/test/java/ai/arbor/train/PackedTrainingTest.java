@@ -150,10 +150,18 @@ class PackedTrainingTest {
         long seed = ai.arbor.testing.Seeds.seed("PackedTrainingTest");
         Random rnd = new Random(seed);
         for (PolicyConfig cfg : new PolicyConfig[] {QWEN3, CHAR}) {
-            List<boolean[]> masks = new ArrayList<>();
-            List<int[]> seqs = trees(rnd, masks);
-            TokenBatch b = batch(seqs, masks, rnd, cfg);
-            PackedPasses.Work work = PackedPasses.work(b, cfg, 96, 64);
+            // trees drawn again (from the same seeded stream) until they need several micro-batches: a small draw
+            // (seed 59362833938744: 51 unique of 86 tokens) fits one, which would not test the split
+            TokenBatch b;
+            PackedPasses.Work work;
+            int draws = 0;
+            do {
+                List<boolean[]> masks = new ArrayList<>();
+                List<int[]> seqs = trees(rnd, masks);
+                b = batch(seqs, masks, rnd, cfg);
+                work = PackedPasses.work(b, cfg, 96, 64);
+                assertTrue(++draws <= 50, "trees large enough for several micro-batches in 50 draws (seed " + seed + ")");
+            } while (work.microBatches() < 2);
             assertTrue(work.uniqueTokens() < work.totalTokens(), "the trees share prefixes: " + work);
             assertTrue(work.microBatches() > 1, "several micro-batches: " + work);
             double worst = 0;

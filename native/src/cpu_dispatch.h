@@ -74,6 +74,28 @@ struct CandidateSink {
     bool speculative = false;  // thr started above safe
 };
 
+// Candidates for top-p (without a cutting top-k or min-p) collected during the statistics pass (docs/sampling.md,
+// "Top-p"): after each chunk's exp scan, every column whose raw value x reaches thr_x is appended (z = fl(x inv_t),
+// column) in column order, from L1; the others are rejected, and the pass's own exps of them (kept per chunk in
+// e[]) are summed into R, with D and Q to bound R's distance from their exact integer masses (sampling.cpp,
+// nucleus_draw). R, D and Q are relative to e^{fm}, fm the running max. Every column not held has z < thr.
+// thr starts at the first finite chunk's max - ln(n / (1 - p)) - 1, below which the whole row's columns hold less
+// than (1 - p) / e of its mass; when more than `limit` are held it rises (nucleus_tighten) so that the rejected mass
+// stays within half the row's (1 - p) share so far. The sampler checks at the end that the held columns decide the
+// threshold exactly, and takes the binned path otherwise.
+struct NucleusSink {
+    float thr, thr_x;    // thr on z (columns not held are below it); thr_x the raw bound: x >= thr_x is held
+    float p;             // the row's top-p
+    float* z;            // room for every column of the row and 2 W more
+    int32_t* idx;
+    int64_t m, limit;
+    float* e;            // ARBOR_STATS_CHUNK + 16 floats: a chunk's exps
+    double fm;           // the frame of R, D, Q (the running max; -inf before the first finite chunk)
+    double R, D, Q;      // sum of e^{d} over rejected columns; of e^{d} |d|; of e^{d} (fm - m_ref), d = z - m_ref
+    int64_t seen;        // columns passed so far
+    bool started;        // thr set (at the first chunk with a finite value)
+};
+
 // True while the path in use is avx512-bf16: the AVX-512 kernels store bf16 with VCVTNEPS2BF16
 // (vec_avx512.inc bf16_bits). Set with the path (arbor_cpu.cpp), read by every bf16 store.
 extern bool g_bf16_store;
@@ -130,6 +152,11 @@ struct ScalarIsa {
     template <class Tag>
     static void recollect(CandidateSink* sink, const typename Tag::T* row, int64_t n, float inv_t) {
         scalar::recollect_row<Tag>(sink, row, n, inv_t);
+    }
+    // row_stats collecting the top-p candidates into ns (NucleusSink)
+    template <class Tag>
+    static RowStats stats_nucleus(const typename Tag::T* row, int64_t n, float inv_t, NucleusSink* ns) {
+        return scalar::row_stats_nucleus<Tag>(row, n, inv_t, ns);
     }
     template <class Tag>
     static void exp_rel_row(const typename Tag::T* row, int64_t n, float inv_t, float m, float* out) {
@@ -190,6 +217,12 @@ struct Avx2Isa {
     __attribute__((target("avx2,fma,f16c")))
     static void recollect(CandidateSink* sink, const typename Tag::T* row, int64_t n, float inv_t) {
         avx2::recollect_row<Tag>(sink, row, n, inv_t);
+    }
+    // row_stats collecting the top-p candidates into ns (NucleusSink)
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static RowStats stats_nucleus(const typename Tag::T* row, int64_t n, float inv_t, NucleusSink* ns) {
+        return avx2::row_stats_nucleus<Tag>(row, n, inv_t, ns);
     }
     template <class Tag>
     __attribute__((target("avx2,fma,f16c")))
@@ -260,6 +293,12 @@ struct Avx512Isa {
     __attribute__((target(ARBOR_AVX512_TARGET)))
     static void recollect(CandidateSink* sink, const typename Tag::T* row, int64_t n, float inv_t) {
         avx512::recollect_row<Tag>(sink, row, n, inv_t);
+    }
+    // row_stats collecting the top-p candidates into ns (NucleusSink)
+    template <class Tag>
+    __attribute__((target(ARBOR_AVX512_TARGET)))
+    static RowStats stats_nucleus(const typename Tag::T* row, int64_t n, float inv_t, NucleusSink* ns) {
+        return avx512::row_stats_nucleus<Tag>(row, n, inv_t, ns);
     }
     template <class Tag>
     __attribute__((target(ARBOR_AVX512_TARGET)))

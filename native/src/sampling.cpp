@@ -54,6 +54,11 @@ struct SampleMath {
     static bool cannot_win(float zmax, uint32_t max_bits, float best) { return smath::cannot_win(zmax, max_bits, best); }
 };
 
+// Rows drawn by nucleus_draw, by how its threshold was decided: 0 from the held candidates and the bound, 1 with the
+// exact total, 2 by the binned path (arbor_cpu_sample_nucleus_paths; tests and benchmarks read them).
+static std::atomic<int64_t> g_nucleus_count[3];
+static std::atomic<int64_t>* const g_nucleus_paths = g_nucleus_count;
+
 struct Drawn {
     float key;
     int64_t idx;
@@ -83,6 +88,10 @@ struct SampleScalarIsa {
     }
     static void exp_rel(const float* z, int64_t n, float zmax, float* e) {
         scalar::SampleVec<1, SampleMath>::exp_rel(z, n, zmax, e);
+    }
+    template <class Tag>
+    static int64_t mass_total(const typename Tag::T* row, int64_t n, float inv_t, float zmax) {
+        return scalar::mass_total<SampleMath, Tag>(row, n, inv_t, zmax);
     }
     static void neg_gumbel32(const smath::Stream& s, int64_t g, float* L) {
         uint32_t words[32];
@@ -121,6 +130,11 @@ struct SampleAvx2Isa {
     __attribute__((target("avx2,fma,f16c")))
     static void exp_rel(const float* z, int64_t n, float zmax, float* e) {
         avx2::SampleVec<8, SampleMath>::exp_rel(z, n, zmax, e);
+    }
+    template <class Tag>
+    __attribute__((target("avx2,fma,f16c")))
+    static int64_t mass_total(const typename Tag::T* row, int64_t n, float inv_t, float zmax) {
+        return avx2::mass_total<SampleMath, Tag>(row, n, inv_t, zmax);
     }
     __attribute__((target("avx2,fma,f16c")))
     static void neg_gumbel32(const smath::Stream& s, int64_t g, float* L) {
@@ -183,12 +197,13 @@ static uint32_t radix_select(uint32_t* keys, int64_t* w, int64_t n, int64_t targ
 // Keeps the gathered columns with z >= tau (column order preserved); returns the new count.
 static int64_t keep_from(float* z, int32_t* idx, int64_t m, float tau) {
     int64_t k = 0;
-    for (int64_t i = 0; i < m; ++i)
-        if (z[i] >= tau) {
-            z[k] = z[i];
-            idx[k] = idx[i];
-            ++k;
-        }
+    for (int64_t i = 0; i < m; ++i) {  // without a branch per value (k <= i: nothing unread is overwritten)
+        const float zi = z[i];
+        const int32_t ci = idx[i];
+        z[k] = zi;
+        idx[k] = ci;
+        k += zi >= tau;
+    }
     return k;
 }
 
@@ -213,7 +228,8 @@ struct SampleScratch {
     Buf<float> z, e;
     Buf<int32_t> idx;
     Buf<uint32_t> keys;
-    Buf<int64_t> w;
+    Buf<int64_t> w, w2, order;
+    Buf<uint16_t> bins;
     Buf<ChunkMass> chunks;
     void ensure_chunks(int64_t n) {
         const int64_t nc = (n + ARBOR_STATS_CHUNK - 1) / ARBOR_STATS_CHUNK;
@@ -222,10 +238,13 @@ struct SampleScratch {
     void ensure(int64_t n) {
         if ((int64_t)z.size() >= n) return;
         z.resize(n);
-        e.resize(n);
+        e.resize(n + ARBOR_STATS_CHUNK + 16);
         idx.resize(n);
         keys.resize(n);
         w.resize(n);
+        w2.resize(n);
+        order.resize(n);
+        bins.resize(n);
     }
 };
 
@@ -427,6 +446,104 @@ static int64_t topk_draw(const typename Tag::T* row, int64_t n, float inv_t, flo
     return race_kept<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, m, lp_sampled);
 }
 
+// The largest held value v with (sum of w over held z >= v) >= target, for two targets lo <= hi at once (tau[0],
+// tau[1]; -inf where the held mass falls short): the held columns binned in 1/64-logit steps below zmax (trunc of
+// 64 (zmax - z), at most 2047: monotone in z, so a bin is a range of the descending order), then the values of the
+// bin where a target falls sorted (one sort where both fall in one bin). The same value as radix_select on the
+// same keys and weights (its definition, not its method).
+static void top_p_select(const float* z, const int64_t* w, int64_t m, float zmax, const int64_t target[2],
+                         SampleScratch& sc, float tau[2]) {
+    const int NB = 2048;
+    int64_t hist[NB] = {0};
+    uint16_t* bin = sc.bins.data();
+    for (int64_t i = 0; i < m; ++i) {
+        const float d = (zmax - z[i]) * 64.0f;
+        bin[i] = (uint16_t)(d < (float)(NB - 1) ? (int)d : NB - 1);
+        hist[bin[i]] += w[i];
+    }
+    uint64_t* order = (uint64_t*)sc.order.data();
+    int sorted_bin = -1;
+    int64_t k = 0;
+    for (int t = 0; t < 2; ++t) {
+        tau[t] = -INFINITY;
+        int64_t above = 0;
+        int b = 0;
+        for (; b < NB && above + hist[b] < target[t]; ++b) above += hist[b];
+        if (b == NB) continue;
+        if (b != sorted_bin) {  // the bin's (key, position) pairs, sorted by key descending
+            k = 0;
+            for (int64_t i = 0; i < m; ++i)
+                if (bin[i] == b) {
+                    sc.w2[k] = w[i];
+                    order[k] = (uint64_t)smath::order_key(z[i]) << 32 | (uint64_t)k;
+                    ++k;
+                }
+            std::sort(order, order + k, std::greater<uint64_t>());
+            sorted_bin = b;
+        }
+        for (int64_t i = 0; i < k; ++i)
+            if ((above += sc.w2[order[i] & 0xffffffffu]) >= target[t]) {
+                tau[t] = smath::key_value((uint32_t)(order[i] >> 32));
+                break;
+            }
+    }
+}
+
+// Bounds on the relative error of the statistics pass's exp (every CPU path's vexp_lo; the AVX2 one measured at most
+// 9.9e-8 over every float in [EXP_LO, 0], the scalar 6.0e-8) and of smath::exp_own (1.2e-7; 2.5e-7 asserted by
+// SamplerTest), with room.
+#define ARBOR_NUCLEUS_EXP_ERR 4e-7
+#define ARBOR_NUCLEUS_OWN_ERR 2.5e-7
+
+// Top-p alone (T > 0, no cutting top-k, no min-p) from the candidates the statistics pass held (ns: every column not
+// held has z < ns.thr) and its estimate R of the rejected columns' mass. The held columns' exact masses (the integers
+// of smath::mass_of) sum to W; the rejected columns' exact masses sum to within [R - eps, R + eps] (in units of
+// e^{zmax}, less one unit of 2^-40 per column for the truncation), eps bounding the exps' errors and the roundings of
+// their arguments: per column |d_ref - d| <= u (|d_ref| + |d| + |z| for a fused x inv_t), |d| <= |d_ref| + (zmax - m_ref),
+// so eps <= R (E_fast + E_own) + u (2 D + Q + [inv_t != 1] (|zmax| + 88) R), R's own summation within 7 u,
+// all with 1 % of room. So the total lies in [W + R_lo, W + R_hi] and the target in [ceil(p T_lo), ceil(p T_hi)].
+// Where both targets pick the same held value tau >= ns.thr, that is the exact threshold (held and row agree from
+// ns.thr up); where they differ, the exact total is taken by a pass over the row (mass_total); where the held mass or
+// values fall short, the binned path decides (truncated_draw). Then the race over the kept list, as the other paths.
+template <class SI, class Tag>
+static int64_t nucleus_draw(const typename Tag::T* row, int64_t n, float inv_t, float zmax, const RowParams& rp,
+                            SampleScratch& sc, const NucleusSink& ns, double* lp_sampled, int* path) {
+    const int64_t m = ns.m;
+    float* z = sc.z.data();
+    int32_t* idx = sc.idx.data();
+    float* e = sc.e.data() + ARBOR_STATS_CHUNK + 16;  // (the chunk exps before it are done with)
+    int64_t* w = sc.w.data();
+    SI::exp_rel(z, m, zmax, e);
+    int64_t held = 0;
+    for (int64_t i = 0; i < m; ++i) held += (w[i] = (int64_t)smath::f_mul(e[i], ARBOR_SM_MASS_SCALE));
+    const double u = 5.9604644775390625e-8;
+    const double R = ns.R * (1.0 + 8.0 * u);
+    double eps = R * (ARBOR_NUCLEUS_EXP_ERR + ARBOR_NUCLEUS_OWN_ERR + 8.0 * u) +
+                 u * (2.0 * ns.D * 1.001 + ns.Q + (inv_t == 1.0f ? 0.0 : (fabs((double)zmax) + 88.0) * R));
+    eps = eps * 1.01 + 1e-30;
+    const double scale = (double)ARBOR_SM_MASS_SCALE;
+    const double hi = ceil((R + eps) * scale * (1.0 + 1e-15)) + 1.0;
+    const double lo = floor((ns.R * (1.0 - 8.0 * u) - eps) * scale * (1.0 - 1e-15)) - (double)(n - m) - 1.0;
+    const int64_t r_hi = (int64_t)hi, r_lo = lo > 0.0 ? (int64_t)lo : 0;
+    int64_t target[2] = {smath::top_p_target(rp.p, held + r_lo), smath::top_p_target(rp.p, held + r_hi)};
+    float tau[2] = {-INFINITY, -INFINITY};
+    if (held >= target[1]) top_p_select(z, w, m, zmax, target, sc, tau);
+    *path = 0;
+    if (held >= target[1] && tau[0] != tau[1]) {  // the bound straddles a step of the held mass: the exact total
+        *path = 1;
+        const int64_t total = SI::template mass_total<Tag>(row, n, inv_t, zmax);
+        target[0] = target[1] = smath::top_p_target(rp.p, total);
+        if (held >= target[0]) top_p_select(z, w, m, zmax, target, sc, tau);
+        else tau[0] = -INFINITY;
+    }
+    if (tau[0] == -INFINITY || !(tau[0] >= ns.thr)) {  // the held columns do not decide it
+        *path = 2;
+        return truncated_draw<SI, Tag>(row, n, inv_t, -INFINITY, zmax, rp, sc, lp_sampled);
+    }
+    const int64_t k = keep_from(z, idx, m, tau[0]);
+    return race_kept<SI, Tag>(row, n, inv_t, tau[0], zmax, rp, sc, k, lp_sampled);
+}
+
 template <class SI, class Tag>
 static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vocab, int64_t row_stride,
                          int64_t vocab_limit, const SampleArgs& a, void* tokens, int token_dtype,
@@ -451,18 +568,26 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
             // untruncated temperature sampling draws from the statistics pass's chunk masses
             const bool untruncated =
                     !greedy && !(rp.mp > 0.0f) && !(rp.k > 0 && rp.k < n) && !(rp.p < 1.0f);
-            // a cutting top-k collects its candidates during the statistics pass
+            // a cutting top-k collects its candidates during the statistics pass; so does top-p without it or min-p
             const bool topk_row = !greedy && rp.k > 0 && rp.k < n;
+            const bool topp_row = !greedy && !topk_row && rp.p < 1.0f && !(rp.mp > 0.0f);
             CandidateSink tk;
+            NucleusSink nk;
             if (untruncated) sc.ensure_chunks(n);
             if (topk_row) {
                 sc.ensure(n + 16);  // the candidates never outnumber the columns (+ padding of the last vector)
                 tk = CandidateSink{-FLT_MAX, sc.z.data(), sc.idx.data(), 0,
                                    2 * (int64_t)rp.k > 64 ? 2 * (int64_t)rp.k : 64, rp.k};
             }
+            if (topp_row) {
+                sc.ensure(n + 16);
+                nk = NucleusSink{-FLT_MAX, -FLT_MAX, rp.p, sc.z.data(), sc.idx.data(), 0, 1024, sc.e.data(),
+                                 -INFINITY, 0.0, 0.0, 0.0, 0, false};
+            }
             const RowStats st =
                     untruncated ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, sc.chunks.data())
                     : topk_row  ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, nullptr, &tk)
+                    : topp_row  ? SI::Stats::template stats_nucleus<Tag>(row, n, inv_t, &nk)
                                 : SI::Stats::template stats<Tag>(row, n, inv_t);
             // a speculative first threshold that fewer than k columns reached: collect from the safe one
             if (topk_row && st.valid && tk.speculative && tk.m < tk.k)
@@ -489,6 +614,10 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
                     lp_sampled = NAN;
                 } else if (topk_row) {
                     y = topk_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, tk.m, &lp_sampled);
+                } else if (topp_row) {
+                    int path;
+                    y = nucleus_draw<SI, Tag>(row, n, inv_t, zmax, rp, sc, nk, &lp_sampled, &path);
+                    if (g_nucleus_paths) g_nucleus_paths[path].fetch_add(1, std::memory_order_relaxed);
                 } else {
                     y = truncated_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, &lp_sampled);
                 }
@@ -540,6 +669,10 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
 ARBOR_SAMPLE(arbor_cpu_sample_f32, F32Tag, float)
 ARBOR_SAMPLE(arbor_cpu_sample_bf16, BF16Tag, uint16_t)
 ARBOR_SAMPLE(arbor_cpu_sample_f16, F16Tag, uint16_t)
+
+extern "C" void arbor_cpu_sample_nucleus_paths(int64_t* counts, int reset) {
+    for (int i = 0; i < 3; ++i) counts[i] = reset ? arbor::g_nucleus_count[i].exchange(0) : arbor::g_nucleus_count[i].load();
+}
 
 extern "C" void arbor_philox4x32_10(const uint32_t* ctr, const uint32_t* key, uint32_t* out) {
     for (int i = 0; i < 4; ++i) out[i] = ctr[i];

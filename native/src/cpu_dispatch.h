@@ -75,10 +75,9 @@ struct CandidateSink {
 };
 
 // Candidates for top-p (without a cutting top-k or min-p) collected during the statistics pass (docs/sampling.md,
-// "Top-p"): after each chunk's exp scan, every column whose raw value x reaches thr_x is appended (z = fl(x inv_t),
-// column) in column order, from L1; the others are rejected, and the pass's own exps of them (kept per chunk in
-// e[]) are summed into R, with D and Q to bound R's distance from their exact integer masses (sampling.cpp,
-// nucleus_draw). R, D and Q are relative to e^{fm}, fm the running max. Every column not held has z < thr.
+// "Top-p"): in each chunk's exp scan, every column whose raw value x reaches thr_x is appended (z = fl(x inv_t),
+// column) in column order; the others are rejected, and the scan's own exps of them are summed into R, with D and
+// Q to bound R's distance from their exact integer masses (sampling.cpp, nucleus_draw). R, D and Q are relative to e^{fm}, fm the running max. Every column not held has z < thr.
 // thr starts at the first finite chunk's max - ln(n / (1 - p)) - 1, below which the whole row's columns hold less
 // than (1 - p) / e of its mass; when more than `limit` are held it rises (nucleus_tighten) so that the rejected mass
 // stays within half the row's (1 - p) share so far. The sampler checks at the end that the held columns decide the
@@ -89,7 +88,6 @@ struct NucleusSink {
     float* z;            // room for every column of the row and 2 W more
     int32_t* idx;
     int64_t m, limit;
-    float* e;            // ARBOR_STATS_CHUNK + 16 floats: a chunk's exps
     double fm;           // the frame of R, D, Q (the running max; -inf before the first finite chunk)
     double R, D, Q;      // sum of e^{d} over rejected columns; of e^{d} |d|; of e^{d} (fm - m_ref), d = z - m_ref
     int64_t seen;        // columns passed so far

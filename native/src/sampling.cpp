@@ -58,6 +58,8 @@ struct SampleMath {
 // exact total, 2 by the binned path (arbor_cpu_sample_nucleus_paths; tests and benchmarks read them).
 static std::atomic<int64_t> g_nucleus_count[3];
 static std::atomic<int64_t>* const g_nucleus_paths = g_nucleus_count;
+// A factor on nucleus_draw's bound (1; tests widen it to take the exact-total and binned paths on every row).
+static std::atomic<double> g_nucleus_widen{1.0};
 
 struct Drawn {
     float key;
@@ -88,6 +90,9 @@ struct SampleScalarIsa {
     }
     static void exp_rel(const float* z, int64_t n, float zmax, float* e) {
         scalar::SampleVec<1, SampleMath>::exp_rel(z, n, zmax, e);
+    }
+    static int64_t held(const float* z, int64_t n, float zmax, int64_t* w, uint16_t* bin) {
+        return scalar::SampleVec<1, SampleMath>::held(z, n, zmax, w, bin);
     }
     template <class Tag>
     static int64_t mass_total(const typename Tag::T* row, int64_t n, float inv_t, float zmax) {
@@ -130,6 +135,10 @@ struct SampleAvx2Isa {
     __attribute__((target("avx2,fma,f16c")))
     static void exp_rel(const float* z, int64_t n, float zmax, float* e) {
         avx2::SampleVec<8, SampleMath>::exp_rel(z, n, zmax, e);
+    }
+    __attribute__((target("avx2,fma,f16c")))
+    static int64_t held(const float* z, int64_t n, float zmax, int64_t* w, uint16_t* bin) {
+        return avx2::SampleVec<8, SampleMath>::held(z, n, zmax, w, bin);
     }
     template <class Tag>
     __attribute__((target("avx2,fma,f16c")))
@@ -238,7 +247,7 @@ struct SampleScratch {
     void ensure(int64_t n) {
         if ((int64_t)z.size() >= n) return;
         z.resize(n);
-        e.resize(n + ARBOR_STATS_CHUNK + 16);
+        e.resize(n);
         idx.resize(n);
         keys.resize(n);
         w.resize(n);
@@ -447,20 +456,15 @@ static int64_t topk_draw(const typename Tag::T* row, int64_t n, float inv_t, flo
 }
 
 // The largest held value v with (sum of w over held z >= v) >= target, for two targets lo <= hi at once (tau[0],
-// tau[1]; -inf where the held mass falls short): the held columns binned in 1/64-logit steps below zmax (trunc of
-// 64 (zmax - z), at most 2047: monotone in z, so a bin is a range of the descending order), then the values of the
+// tau[1]; -inf where the held mass falls short): the held columns' masses w summed by their bins (SampleVec::held:
+// 1/64-logit steps below zmax, monotone in z, so a bin is a range of the descending order), then the values of the
 // bin where a target falls sorted (one sort where both fall in one bin). The same value as radix_select on the
 // same keys and weights (its definition, not its method).
-static void top_p_select(const float* z, const int64_t* w, int64_t m, float zmax, const int64_t target[2],
+static void top_p_select(const float* z, const int64_t* w, const uint16_t* bin, int64_t m, const int64_t target[2],
                          SampleScratch& sc, float tau[2]) {
     const int NB = 2048;
     int64_t hist[NB] = {0};
-    uint16_t* bin = sc.bins.data();
-    for (int64_t i = 0; i < m; ++i) {
-        const float d = (zmax - z[i]) * 64.0f;
-        bin[i] = (uint16_t)(d < (float)(NB - 1) ? (int)d : NB - 1);
-        hist[bin[i]] += w[i];
-    }
+    for (int64_t i = 0; i < m; ++i) hist[bin[i]] += w[i];
     uint64_t* order = (uint64_t*)sc.order.data();
     int sorted_bin = -1;
     int64_t k = 0;
@@ -511,29 +515,28 @@ static int64_t nucleus_draw(const typename Tag::T* row, int64_t n, float inv_t, 
     const int64_t m = ns.m;
     float* z = sc.z.data();
     int32_t* idx = sc.idx.data();
-    float* e = sc.e.data() + ARBOR_STATS_CHUNK + 16;  // (the chunk exps before it are done with)
     int64_t* w = sc.w.data();
-    SI::exp_rel(z, m, zmax, e);
-    int64_t held = 0;
-    for (int64_t i = 0; i < m; ++i) held += (w[i] = (int64_t)smath::f_mul(e[i], ARBOR_SM_MASS_SCALE));
+    uint16_t* bin = sc.bins.data();
+    const int64_t held = SI::held(z, m, zmax, w, bin);
     const double u = 5.9604644775390625e-8;
     const double R = ns.R * (1.0 + 8.0 * u);
     double eps = R * (ARBOR_NUCLEUS_EXP_ERR + ARBOR_NUCLEUS_OWN_ERR + 8.0 * u) +
                  u * (2.0 * ns.D * 1.001 + ns.Q + (inv_t == 1.0f ? 0.0 : (fabs((double)zmax) + 88.0) * R));
-    eps = eps * 1.01 + 1e-30;
+    eps = (eps * 1.01 + 1e-30) * g_nucleus_widen.load(std::memory_order_relaxed);
     const double scale = (double)ARBOR_SM_MASS_SCALE;
     const double hi = ceil((R + eps) * scale * (1.0 + 1e-15)) + 1.0;
     const double lo = floor((ns.R * (1.0 - 8.0 * u) - eps) * scale * (1.0 - 1e-15)) - (double)(n - m) - 1.0;
-    const int64_t r_hi = (int64_t)hi, r_lo = lo > 0.0 ? (int64_t)lo : 0;
+    const double cap = 4611686018427387904.0;  // 2^62: past any total (a widened bound saturates there)
+    const int64_t r_hi = hi < cap ? (int64_t)hi : (int64_t)cap, r_lo = lo <= 0.0 ? 0 : lo < cap ? (int64_t)lo : (int64_t)cap;
     int64_t target[2] = {smath::top_p_target(rp.p, held + r_lo), smath::top_p_target(rp.p, held + r_hi)};
     float tau[2] = {-INFINITY, -INFINITY};
-    if (held >= target[1]) top_p_select(z, w, m, zmax, target, sc, tau);
+    if (held >= target[1]) top_p_select(z, w, bin, m, target, sc, tau);
     *path = 0;
     if (held >= target[1] && tau[0] != tau[1]) {  // the bound straddles a step of the held mass: the exact total
         *path = 1;
         const int64_t total = SI::template mass_total<Tag>(row, n, inv_t, zmax);
         target[0] = target[1] = smath::top_p_target(rp.p, total);
-        if (held >= target[0]) top_p_select(z, w, m, zmax, target, sc, tau);
+        if (held >= target[0]) top_p_select(z, w, bin, m, target, sc, tau);
         else tau[0] = -INFINITY;
     }
     if (tau[0] == -INFINITY || !(tau[0] >= ns.thr)) {  // the held columns do not decide it
@@ -581,8 +584,8 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
             }
             if (topp_row) {
                 sc.ensure(n + 16);
-                nk = NucleusSink{-FLT_MAX, -FLT_MAX, rp.p, sc.z.data(), sc.idx.data(), 0, 1024, sc.e.data(),
-                                 -INFINITY, 0.0, 0.0, 0.0, 0, false};
+                nk = NucleusSink{-FLT_MAX, -FLT_MAX, rp.p, sc.z.data(), sc.idx.data(), 0, 1024, -INFINITY, 0.0, 0.0, 0.0, 0,
+                                 false};
             }
             const RowStats st =
                     untruncated ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, sc.chunks.data())
@@ -672,6 +675,10 @@ ARBOR_SAMPLE(arbor_cpu_sample_f16, F16Tag, uint16_t)
 
 extern "C" void arbor_cpu_sample_nucleus_paths(int64_t* counts, int reset) {
     for (int i = 0; i < 3; ++i) counts[i] = reset ? arbor::g_nucleus_count[i].exchange(0) : arbor::g_nucleus_count[i].load();
+}
+
+extern "C" void arbor_cpu_sample_nucleus_widen(double factor) {
+    arbor::g_nucleus_widen.store(factor >= 1.0 ? factor : 1.0);
 }
 
 extern "C" void arbor_philox4x32_10(const uint32_t* ctr, const uint32_t* key, uint32_t* out) {

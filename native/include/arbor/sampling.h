@@ -92,6 +92,9 @@ void arbor_cpu_sample_exp(const float* d, int64_t n, float* out);
  * rest's mass, counts[1] with an exact pass for the total (the bound was too wide), counts[2] by the binned
  * path (the candidates did not decide it). reset != 0 zeroes them. */
 void arbor_cpu_sample_nucleus_paths(int64_t* counts, int reset);
+/* Test hook: multiplies that bound on the rest's mass by factor (>= 1; 1 restores it), so that tests take the
+ * exact-total and binned paths on rows that would not need them. */
+void arbor_cpu_sample_nucleus_widen(double factor);
 /* max |G' - G| over all 2^23 possible uniforms: G' the kernels' fp32 noise, G = -log(-log u) in
  * double. The kernels skip columns that cannot win using a bound 10 times this (checked by a test). */
 double arbor_sample_gumbel_max_error(void);

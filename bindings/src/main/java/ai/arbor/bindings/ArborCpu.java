@@ -296,6 +296,10 @@ public final class ArborCpu {
 
     public static native void arbor_cpu_sample_exp(@Cast("const float*") float[] d, long n, float[] out);
 
+    public static native void arbor_cpu_sample_nucleus_paths(@Cast("int64_t*") long[] counts, int reset);
+
+    public static native void arbor_cpu_sample_nucleus_widen(double factor);
+
     public static native double arbor_sample_gumbel_max_error();
 
     /** Scalar double-precision reference of the sampling distribution (native/src/reference.cpp). */

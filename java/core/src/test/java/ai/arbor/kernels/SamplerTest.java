@@ -39,6 +39,7 @@ class SamplerTest {
 
     @AfterEach
     void restore() {
+        ArborCpu.arbor_cpu_sample_nucleus_widen(1.0);
         Kernels.forceCpuIsa(null);
         Kernels.setThreads(Runtime.getRuntime().availableProcessors());
     }
@@ -420,6 +421,81 @@ class SamplerTest {
         Kernels.forceCpuIsa(null);
         System.out.println("  checked " + tally[0] + " rows, skipped " + (tally[1] + tally[2]));
         assertTrue(tally[0] > 200, "only " + tally[0] + " rows checked");
+    }
+
+    /**
+     * Top-p alone over rows of many chunks, where the statistics pass holds the candidates and bounds the rest's mass
+     * (docs/sampling.md, "Top-p"): the threshold is decided from them with the bound (path 0), with an exact pass for
+     * the total where the bound straddles a step of the held mass (path 1), or by the binned pre-pass where the held
+     * columns do not decide it (path 2). Every path gives the same tokens and log q(y) to the bit: each batch is drawn
+     * as it comes, with the bound widened 10^4 times (more rows take path 1) and 10^30 times (every row takes path 2,
+     * the binned path alone), on every CPU path, fp32 and bf16; and the tokens are the Gumbel max over the exact kept
+     * set (double reference) where the boundary is clear. Rows: N(0, 3^2) and N(0, 9^2); a quarter grid (ties at the
+     * threshold); the top in the last columns (the frame's max moves late); a chunk of -inf and every 7th column -inf;
+     * eight columns far above a flat rest in the first chunk (the first chunk's threshold leaves too much of the rest's
+     * mass out: path 2 on its own).
+     */
+    @Test
+    void topPAloneTakesTheSameThresholdOnEveryPath() {
+        long seed = Logits.seed();
+        System.out.println("topPAloneTakesTheSameThresholdOnEveryPath seed=" + seed);
+        Random rnd = new Random(seed);
+        int rows = 12, vocab = 2048 * 6 + 333;
+        SamplingParams t1 = SamplingParams.temperature(1f);
+        SamplingParams[] ps = {t1.withTopP(0.9f), SamplingParams.temperature(0.7f).withTopP(0.95f), t1.withTopP(0.5f),
+            SamplingParams.temperature(1.3f).withTopP(0.99f)};
+        long[] natural = new long[3], widened = new long[3], counts = new long[3];
+        int[] tally = new int[3];
+        for (DType dtype : new DType[] {DType.F32, DType.BF16}) {
+            float[] x = new float[rows * vocab];
+            for (int r = 0; r < rows; r++) {
+                int kind = r % 6;
+                for (int j = 0; j < vocab; j++) {
+                    double g = rnd.nextGaussian();
+                    float v = (float) (kind == 5 ? 9 * g : kind == 4 ? 0.2 * g : 3 * g);
+                    if (kind == 1) v = Math.round(g * 4) / 4f;
+                    if (kind == 2 && j >= vocab - 300) v += 6f;
+                    if (kind == 3 && ((j >= 2048 && j < 4096) || j % 7 == 0)) v = Float.NEGATIVE_INFINITY;
+                    if (kind == 4 && j < 2048 && j % 256 == 0) v += 14f;
+                    x[r * vocab + j] = asSeen(v, dtype);
+                }
+            }
+            for (String isa : Kernels.cpuIsas()) {
+                Kernels.forceCpuIsa(isa);
+                for (SamplingParams params : ps) {
+                    long s = rnd.nextLong();
+                    long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
+                    for (int r = 0; r < rows; r++) steps[r] = rnd.nextInt(1 << 20);
+                    float[][][] out = new float[3][][];
+                    double[] widen = {1, 1e4, 1e30};
+                    for (int w = 0; w < 3; w++) {
+                        ArborCpu.arbor_cpu_sample_nucleus_widen(widen[w]);
+                        ArborCpu.arbor_cpu_sample_nucleus_paths(counts, 1);
+                        out[w] = sampleMem(x, rows, vocab, vocab, vocab, dtype, params, s, keys, steps, null);
+                        ArborCpu.arbor_cpu_sample_nucleus_paths(counts, 1);
+                        assertEquals(rows, counts[0] + counts[1] + counts[2], "every row drawn by the nucleus path");
+                        if (w == 0) for (int i = 0; i < 3; i++) natural[i] += counts[i];
+                        if (w == 1) for (int i = 0; i < 3; i++) widened[i] += counts[i];
+                        if (w == 2) assertEquals(rows, counts[2], "a bound 10^30 times wider leaves every row to the binned path");
+                    }
+                    ArborCpu.arbor_cpu_sample_nucleus_widen(1.0);
+                    for (int w = 1; w < 3; w++)
+                        for (int r = 0; r < rows; r++) {
+                            String where = isa + " " + dtype + " " + params + " row " + r + " widened " + (w == 1 ? "1e4" : "1e30");
+                            assertEquals(out[w][0][r], out[0][0][r], where + ": token");
+                            assertEquals(Float.floatToRawIntBits(out[w][1][r]), Float.floatToRawIntBits(out[0][1][r]),
+                                    where + ": logprobSampled");
+                        }
+                    if (dtype == DType.F32) checkGumbelMaxOfTheExactSet(x, rows, vocab, vocab, params, rnd, isa, tally);
+                }
+            }
+            Kernels.forceCpuIsa(null);
+        }
+        System.out.printf("  paths as drawn %s, widened 10^4 %s; checked %d rows against the reference, skipped %d%n",
+                Arrays.toString(natural), Arrays.toString(widened), tally[0], tally[1] + tally[2]);
+        assertTrue(natural[0] > 0 && natural[2] > 0, "rows decided by the held candidates, and by the binned path: " + Arrays.toString(natural));
+        assertTrue(widened[1] > 0, "rows decided with the exact total: " + Arrays.toString(widened));
+        assertTrue(tally[0] > 40, "only " + tally[0] + " rows checked against the reference");
     }
 
     /**

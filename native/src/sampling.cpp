@@ -522,7 +522,7 @@ static int64_t nucleus_draw(const typename Tag::T* row, int64_t n, float inv_t, 
     const double R = ns.R * (1.0 + 8.0 * u);
     double eps = R * (ARBOR_NUCLEUS_EXP_ERR + ARBOR_NUCLEUS_OWN_ERR + 8.0 * u) +
                  u * (2.0 * ns.D * 1.001 + ns.Q + (inv_t == 1.0f ? 0.0 : (fabs((double)zmax) + 88.0) * R));
-    eps = (eps * 1.01 + 1e-30) * g_nucleus_widen.load(std::memory_order_relaxed);
+    eps = (eps * 1.01 + 1e-20) * g_nucleus_widen.load(std::memory_order_relaxed);
     const double scale = (double)ARBOR_SM_MASS_SCALE;
     const double hi = ceil((R + eps) * scale * (1.0 + 1e-15)) + 1.0;
     const double lo = floor((ns.R * (1.0 - 8.0 * u) - eps) * scale * (1.0 - 1e-15)) - (double)(n - m) - 1.0;

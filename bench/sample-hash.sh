@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sampler's tokens and sampled log-probs hashed over 72,900 rows (bench/native/sample_hash.cpp), on the AVX2 and
+# The sampler's tokens and sampled log-probs hashed over 97,200 rows (bench/native/sample_hash.cpp), on the AVX2 and
 # scalar paths, for this tree and (optionally) REV: equal hashes = the same draws.
 #   bench/sample-hash.sh [REV]
 set -euo pipefail

@@ -1,7 +1,7 @@
-// Hashes the CPU sampler's tokens and sampled log-probs (FNV-1a over their bits) over 72,900 rows: 7 vocabularies
+// Hashes the CPU sampler's tokens and sampled log-probs (FNV-1a over their bits) over 97,200 rows: 7 vocabularies
 // (7 to 151936) x 3 spreads x 3 row kinds (plain, a quarter grid of ties, -inf columns with masked halves and the top
-// late) x fp32/bf16 x 9 parameter sets (top-p alone at 0.3-0.999 and temperatures 0.5-1.3, top-k too large to cut,
-// top-p with min-p, top-k 40 + top-p) x 3 steps, on 2 threads. A refactoring of the sampler that must not change any
+// late) x fp32/bf16 x 12 parameter sets (top-p alone at 0.3-0.999 and temperatures 0.5-1.3, top-k too large to cut,
+// top-p with min-p, top-k 40 + top-p, min-p alone) x 3 steps, on 2 threads. A refactoring of the sampler that must not change any
 // token compares the hash before and after (bench/sample-hash.sh); also prints how the rows with top-p alone decided
 // their threshold (arbor_cpu_sample_nucleus_paths; zeros where the tree predates it).
 #include "arbor_cpu.cpp"
@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
     }
     struct P { float t; int k; float p; float mp; };
     for (P p : {P{1, 0, 0.9f, 0}, P{0.7f, 0, 0.3f, 0}, P{1.3f, 0, 0.95f, 0}, P{1, 0, 0.99f, 0}, P{1, 0, 0.999f, 0},
-                P{0.5f, 0, 0.6f, 0}, P{1, (int)V + 5, 0.8f, 0}, P{1, 0, 0.9f, 0.01f}, P{1, 40, 0.9f, 0}}) {
+                P{0.5f, 0, 0.6f, 0}, P{1, (int)V + 5, 0.8f, 0}, P{1, 0, 0.9f, 0.01f}, P{1, 40, 0.9f, 0},
+                P{1, 0, 1, 0.05f}, P{0.8f, 0, 1, 0.001f}, P{1.2f, 0, 0.7f, 0.2f}}) {
       std::vector<int> tok(rows); std::vector<float> lps(rows), lp(rows), ent(rows);
       for (int step = 0; step < 3; step++) {
         int rc = bf ? arbor_cpu_sample_bf16(xb.data(), rows, V, V, V, p.t, nullptr, p.k, nullptr, p.p, nullptr, p.mp, nullptr, 99 + step, nullptr, nullptr, step, nullptr, nullptr, tok.data(), ARBOR_I32, lps.data(), lp.data(), ent.data(), 2)

@@ -80,11 +80,14 @@ struct CandidateSink {
 // Q to bound R's distance from their exact integer masses (sampling.cpp, nucleus_draw). R, D and Q are relative to e^{fm}, fm the running max. Every column not held has z < thr.
 // thr starts at the first finite chunk's max - ln(n / (1 - p)) - 1, below which the whole row's columns hold less
 // than (1 - p) / e of its mass; when more than `limit` are held it rises (nucleus_tighten) so that the rejected mass
-// stays within half the row's (1 - p) share so far. The sampler checks at the end that the held columns decide the
+// stays within half the row's (1 - p) share so far. With min-p, thr is instead the running max + log(min-p), at or
+// below the final max's min-p threshold, and only follows the running max (the rejected mass is not needed: top-p's
+// total is over the min-p-kept columns, all held). The sampler checks at the end that the held columns decide the
 // threshold exactly, and takes the binned path otherwise.
 struct NucleusSink {
     float thr, thr_x;    // thr on z (columns not held are below it); thr_x the raw bound: x >= thr_x is held
     float p;             // the row's top-p
+    float lmp;           // log(min-p) by smath::log_own, NaN without min-p: thr = (running max) + lmp, no raises by mass
     float* z;            // room for every column of the row and 2 W more
     int32_t* idx;
     int64_t m, limit;

@@ -547,6 +547,38 @@ static int64_t nucleus_draw(const typename Tag::T* row, int64_t n, float inv_t, 
     return race_kept<SI, Tag>(row, n, inv_t, tau[0], zmax, rp, sc, k, lp_sampled);
 }
 
+// Min-p (with or without top-p; no cutting top-k) from the candidates the statistics pass held: every column with
+// z >= tau = fl(z_max + log(min-p)) is held (ns.thr <= tau), so the kept list is the held one cut at tau, top-p's total
+// its exact masses' sum and the threshold its selection — exactly truncated_draw's (the same integers), including its
+// log q(y) where min-p alone keeps an eighth of the row or more (from the integer total, the race over the row).
+template <class SI, class Tag>
+static int64_t minp_draw(const typename Tag::T* row, int64_t n, float inv_t, float tau, float zmax, const RowParams& rp,
+                         SampleScratch& sc, const NucleusSink& ns, double* lp_sampled, int* path) {
+    *path = 0;
+    // (by construction tau >= ns.thr; a bound widened to +inf sends the row to the binned path, for tests)
+    if (!(tau >= ns.thr) || g_nucleus_widen.load(std::memory_order_relaxed) == INFINITY) {
+        *path = 2;
+        return truncated_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, lp_sampled);
+    }
+    float* z = sc.z.data();
+    int32_t* idx = sc.idx.data();
+    int64_t k = keep_from(z, idx, ns.m, tau);
+    if (rp.p < 1.0f || k * 8 >= n) {
+        const int64_t total = SI::held(z, k, zmax, sc.w.data(), sc.bins.data());
+        if (rp.p >= 1.0f) {  // min-p alone keeping many columns: truncated_draw's race over the row and its log q(y)
+            const int64_t y = SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx;
+            *lp_sampled = ((double)(Tag::to_f32(row[y]) * inv_t) - zmax) - log((double)total / ARBOR_SM_MASS_SCALE);
+            return y;
+        }
+        const int64_t target[2] = {smath::top_p_target(rp.p, total), smath::top_p_target(rp.p, total)};
+        float t2[2];
+        top_p_select(z, sc.w.data(), sc.bins.data(), k, target, sc, t2);
+        tau = t2[0];
+        k = keep_from(z, idx, k, tau);
+    }
+    return race_kept<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, k, lp_sampled);
+}
+
 template <class SI, class Tag>
 static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vocab, int64_t row_stride,
                          int64_t vocab_limit, const SampleArgs& a, void* tokens, int token_dtype,
@@ -573,7 +605,7 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
                     !greedy && !(rp.mp > 0.0f) && !(rp.k > 0 && rp.k < n) && !(rp.p < 1.0f);
             // a cutting top-k collects its candidates during the statistics pass; so does top-p without it or min-p
             const bool topk_row = !greedy && rp.k > 0 && rp.k < n;
-            const bool topp_row = !greedy && !topk_row && rp.p < 1.0f && !(rp.mp > 0.0f);
+            const bool topp_row = !greedy && !topk_row && (rp.p < 1.0f || rp.mp > 0.0f);
             CandidateSink tk;
             NucleusSink nk;
             if (untruncated) sc.ensure_chunks(n);
@@ -584,8 +616,9 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
             }
             if (topp_row) {
                 sc.ensure(n + 16);
-                nk = NucleusSink{-FLT_MAX, -FLT_MAX, rp.p, sc.z.data(), sc.idx.data(), 0, 1024, -INFINITY, 0.0, 0.0, 0.0, 0,
-                                 false};
+                const bool mp = rp.mp > 0.0f;
+                nk = NucleusSink{-FLT_MAX, -FLT_MAX, rp.p, mp ? smath::log_own(rp.mp) : NAN, sc.z.data(), sc.idx.data(), 0,
+                                 mp ? INT64_MAX : 1024, -INFINITY, 0.0, 0.0, 0.0, 0, false};
             }
             const RowStats st =
                     untruncated ? SI::Stats::template stats_chunks<Tag>(row, n, inv_t, sc.chunks.data())
@@ -619,7 +652,8 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
                     y = topk_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, tk.m, &lp_sampled);
                 } else if (topp_row) {
                     int path;
-                    y = nucleus_draw<SI, Tag>(row, n, inv_t, zmax, rp, sc, nk, &lp_sampled, &path);
+                    y = rp.mp > 0.0f ? minp_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, nk, &lp_sampled, &path)
+                                     : nucleus_draw<SI, Tag>(row, n, inv_t, zmax, rp, sc, nk, &lp_sampled, &path);
                     if (g_nucleus_paths) g_nucleus_paths[path].fetch_add(1, std::memory_order_relaxed);
                 } else {
                     y = truncated_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, &lp_sampled);
@@ -678,7 +712,7 @@ extern "C" void arbor_cpu_sample_nucleus_paths(int64_t* counts, int reset) {
 }
 
 extern "C" void arbor_cpu_sample_nucleus_widen(double factor) {
-    arbor::g_nucleus_widen.store(factor >= 1.0 ? factor : 1.0);
+    arbor::g_nucleus_widen.store(factor >= 1.0 ? factor : 1.0);  // (NaN: 1)
 }
 
 extern "C" void arbor_philox4x32_10(const uint32_t* ctr, const uint32_t* key, uint32_t* out) {

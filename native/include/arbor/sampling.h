@@ -87,13 +87,14 @@ double arbor_sample_draw_uniform(uint64_t seed, uint64_t key, uint64_t step, int
  * and out[i] = e^{d[i]} (d <= 0) as the top-p masses use it. */
 void arbor_cpu_sample_noise(uint64_t seed, uint64_t key, uint64_t step, int64_t columns, float* gumbel);
 void arbor_cpu_sample_exp(const float* d, int64_t n, float* out);
-/* How the CPU kernels decided the top-p threshold of the rows drawn with top-p alone (no cutting top-k, no
- * min-p) since the last reset: counts[0] from the candidates held by the statistics pass and the bound on the
- * rest's mass, counts[1] with an exact pass for the total (the bound was too wide), counts[2] by the binned
- * path (the candidates did not decide it). reset != 0 zeroes them. */
+/* How the CPU kernels decided the threshold of the rows drawn with top-p and/or min-p and no cutting top-k since
+ * the last reset: counts[0] from the candidates held by the statistics pass (with top-p alone, and the bound on
+ * the rest's mass), counts[1] with an exact pass for the total (top-p alone: the bound was too wide), counts[2]
+ * by the binned path (the candidates did not decide it). reset != 0 zeroes them. */
 void arbor_cpu_sample_nucleus_paths(int64_t* counts, int reset);
 /* Test hook: multiplies that bound on the rest's mass by factor (>= 1; 1 restores it), so that tests take the
- * exact-total and binned paths on rows that would not need them. */
+ * exact-total and binned paths on rows that would not need them; +inf sends every such row (min-p ones too) to
+ * the binned path. */
 void arbor_cpu_sample_nucleus_widen(double factor);
 /* max |G' - G| over all 2^23 possible uniforms: G' the kernels' fp32 noise, G = -log(-log u) in
  * double. The kernels skip columns that cannot win using a bound 10 times this (checked by a test). */

@@ -424,26 +424,29 @@ class SamplerTest {
     }
 
     /**
-     * Top-p alone over rows of many chunks, where the statistics pass holds the candidates and bounds the rest's mass
-     * (docs/sampling.md, "Top-p"): the threshold is decided from them with the bound (path 0), with an exact pass for
-     * the total where the bound straddles a step of the held mass (path 1), or by the binned pre-pass where the held
-     * columns do not decide it (path 2). Every path gives the same tokens and log q(y) to the bit: each batch is drawn
-     * as it comes, with the bound widened 10^4 times (more rows take path 1) and 10^30 times (every row takes path 2,
-     * the binned path alone), on every CPU path, fp32 and bf16; and the tokens are the Gumbel max over the exact kept
-     * set (double reference) where the boundary is clear. Rows: N(0, 3^2) and N(0, 9^2); a quarter grid (ties at the
+     * Top-p and min-p without a cutting top-k over rows of many chunks, where the statistics pass holds the candidates
+     * (and, for top-p alone, bounds the rest's mass; docs/sampling.md, "4. top-p alone"): the threshold is decided from
+     * them (path 0), with an exact pass for the total where the bound straddles a step of the held mass (path 1), or by
+     * the binned pre-pass where the held columns do not decide it (path 2). Every path gives the same tokens and
+     * log q(y) to the bit: each batch is drawn as it comes, with the bound widened 10^4 times (more rows take path 1)
+     * and infinitely (every row takes path 2, the binned path alone), on every CPU path, fp32 and bf16; and the tokens
+     * are the Gumbel max over the exact kept set (double reference) where the boundary is clear. Min-p: alone, keeping
+     * a few columns and (at 0.001, T 1.2) a large part of the row (the race over the row, log q(y) from the integer
+     * total), and with top-p. Rows: N(0, 3^2) and N(0, 9^2); a quarter grid (ties at the
      * threshold); the top in the last columns (the frame's max moves late); a chunk of -inf and every 7th column -inf;
      * eight columns far above a flat rest in the first chunk (the first chunk's threshold leaves too much of the rest's
      * mass out: path 2 on its own).
      */
     @Test
-    void topPAloneTakesTheSameThresholdOnEveryPath() {
+    void topPAndMinPTakeTheSameThresholdOnEveryPath() {
         long seed = Logits.seed();
-        System.out.println("topPAloneTakesTheSameThresholdOnEveryPath seed=" + seed);
+        System.out.println("topPAndMinPTakeTheSameThresholdOnEveryPath seed=" + seed);
         Random rnd = new Random(seed);
         int rows = 12, vocab = 2048 * 6 + 333;
         SamplingParams t1 = SamplingParams.temperature(1f);
         SamplingParams[] ps = {t1.withTopP(0.9f), SamplingParams.temperature(0.7f).withTopP(0.95f), t1.withTopP(0.5f),
-            SamplingParams.temperature(1.3f).withTopP(0.99f)};
+            SamplingParams.temperature(1.3f).withTopP(0.99f), t1.withMinP(0.05f),
+            SamplingParams.temperature(0.8f).withTopP(0.9f).withMinP(0.01f), SamplingParams.temperature(1.2f).withMinP(0.001f)};
         long[] natural = new long[3], widened = new long[3], counts = new long[3];
         int[] tally = new int[3];
         for (DType dtype : new DType[] {DType.F32, DType.BF16}) {
@@ -467,7 +470,7 @@ class SamplerTest {
                     long[] keys = rnd.longs(rows).toArray(), steps = new long[rows];
                     for (int r = 0; r < rows; r++) steps[r] = rnd.nextInt(1 << 20);
                     float[][][] out = new float[3][][];
-                    double[] widen = {1, 1e4, 1e30};
+                    double[] widen = {1, 1e4, Double.POSITIVE_INFINITY};
                     for (int w = 0; w < 3; w++) {
                         ArborCpu.arbor_cpu_sample_nucleus_widen(widen[w]);
                         ArborCpu.arbor_cpu_sample_nucleus_paths(counts, 1);
@@ -476,12 +479,12 @@ class SamplerTest {
                         assertEquals(rows, counts[0] + counts[1] + counts[2], "every row drawn by the nucleus path");
                         if (w == 0) for (int i = 0; i < 3; i++) natural[i] += counts[i];
                         if (w == 1) for (int i = 0; i < 3; i++) widened[i] += counts[i];
-                        if (w == 2) assertEquals(rows, counts[2], "a bound 10^30 times wider leaves every row to the binned path");
+                        if (w == 2) assertEquals(rows, counts[2], "an infinite bound leaves every row to the binned path");
                     }
                     ArborCpu.arbor_cpu_sample_nucleus_widen(1.0);
                     for (int w = 1; w < 3; w++)
                         for (int r = 0; r < rows; r++) {
-                            String where = isa + " " + dtype + " " + params + " row " + r + " widened " + (w == 1 ? "1e4" : "1e30");
+                            String where = isa + " " + dtype + " " + params + " row " + r + " widened " + (w == 1 ? "1e4" : "to inf");
                             assertEquals(out[w][0][r], out[0][0][r], where + ": token");
                             assertEquals(Float.floatToRawIntBits(out[w][1][r]), Float.floatToRawIntBits(out[0][1][r]),
                                     where + ": logprobSampled");

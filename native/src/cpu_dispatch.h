@@ -80,7 +80,7 @@ struct CandidateSink {
 // Q to bound R's distance from their exact integer masses (sampling.cpp, nucleus_draw). R, D and Q are relative to e^{fm}, fm the running max. Every column not held has z < thr.
 // thr starts at the first finite chunk's max - ln(n / (1 - p)) - 1, below which the whole row's columns hold less
 // than (1 - p) / e of its mass; when more than `limit` are held it rises (nucleus_tighten) so that the rejected mass
-// stays within half the row's (1 - p) share so far. With min-p, thr is instead the running max + log(min-p), at or
+// stays within half the row's (1 - p) share so far, and at most to the running max - ln(2 / (1 - p)). With min-p, thr is instead the running max + log(min-p), at or
 // below the final max's min-p threshold, and only follows the running max (the rejected mass is not needed: top-p's
 // total is over the min-p-kept columns, all held). The sampler checks at the end that the held columns decide the
 // threshold exactly, and takes the binned path otherwise.

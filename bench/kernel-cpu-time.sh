@@ -3,7 +3,7 @@
 #   bench/kernel-cpu-time.sh [REV] [N]
 # builds bench/native/kernel_cpu_time.cpp against this tree's native/ (every CPU path it has) and, when
 # REV is given, against REV's native/ (its dispatched path), and prints thread-CPU-time minima (ms) of
-# N runs (default 9) on one thread, with the sampler (T = 1; top-k 50 + top-p 0.9) and the compute floor (the
+# N runs (default 9) on one thread, with the sampler (T = 1; top-k 50 + top-p 0.9; top-p 0.9; min-p 0.05) and the compute floor (the
 # kernels' exp from registers, G exp/s per core). Wall-clock figures (JMH, KernelFloorBench) remain the reference.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

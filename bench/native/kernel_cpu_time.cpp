@@ -91,15 +91,16 @@ int main(int argc,char**argv){
     // the sampler: T = 1 untruncated, and top-k 50 + top-p 0.9 (a new step each run: a fresh draw)
     std::vector<int> tok(rows);
     uint64_t step = 0;
-    auto sample = [&](int k, float p) {
-      if (bf) arbor_cpu_sample_bf16(xb.data(),rows,V,V,V,1.f,nullptr,k,nullptr,p,nullptr,0.f,nullptr,1234,nullptr,nullptr,step++,nullptr,nullptr,tok.data(),ARBOR_I32,lp.data(),h.data(),l.data(),1);
-      else arbor_cpu_sample_f32(x.data(),rows,V,V,V,1.f,nullptr,k,nullptr,p,nullptr,0.f,nullptr,1234,nullptr,nullptr,step++,nullptr,nullptr,tok.data(),ARBOR_I32,lp.data(),h.data(),l.data(),1);
+    auto sample = [&](int k, float p, float mp = 0.f) {
+      if (bf) arbor_cpu_sample_bf16(xb.data(),rows,V,V,V,1.f,nullptr,k,nullptr,p,nullptr,mp,nullptr,1234,nullptr,nullptr,step++,nullptr,nullptr,tok.data(),ARBOR_I32,lp.data(),h.data(),l.data(),1);
+      else arbor_cpu_sample_f32(x.data(),rows,V,V,V,1.f,nullptr,k,nullptr,p,nullptr,mp,nullptr,1234,nullptr,nullptr,step++,nullptr,nullptr,tok.data(),ARBOR_I32,lp.data(),h.data(),l.data(),1);
     };
     double st = best([&]{ sample(0, 1.f); }, N);
     double sk = best([&]{ sample(50, 0.9f); }, N);
-    double sp = best([&]{ sample(0, 0.9f); }, N);  // top-p alone (the truncated path: bins, then the gathered columns)
-    printf("%-8s V=%-6ld %s read %6.2f copy %6.2f | fwd %6.2f bwd %6.2f | loss %6.2f loss+H %6.2f | sample T %6.2f (%.2fx fwd) top-k/p %6.2f (%.2fx fwd) top-p %6.2f (%.2fx fwd)\n",
-           arbor_cpu_isa(), (long)V, bf?"bf16":"f32 ", fr, fc, f, b, pl, plh, st, st / f, sk, sk / f, sp, sp / f);
+    double sp = best([&]{ sample(0, 0.9f); }, N);  // top-p alone (candidates held by the statistics pass)
+    double sm = best([&]{ sample(0, 1.f, 0.05f); }, N);  // min-p 0.05 alone (the same, cut at the min-p threshold)
+    printf("%-8s V=%-6ld %s read %6.2f copy %6.2f | fwd %6.2f bwd %6.2f | loss %6.2f loss+H %6.2f | sample T %6.2f (%.2fx fwd) top-k/p %6.2f (%.2fx fwd) top-p %6.2f (%.2fx fwd) min-p %6.2f (%.2fx fwd)\n",
+           arbor_cpu_isa(), (long)V, bf?"bf16":"f32 ", fr, fc, f, b, pl, plh, st, st / f, sk, sk / f, sp, sp / f, sm, sm / f);
     fflush(stdout);
   }
 }

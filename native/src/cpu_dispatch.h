@@ -74,16 +74,17 @@ struct CandidateSink {
     bool speculative = false;  // thr started above safe
 };
 
-// Candidates for top-p (without a cutting top-k or min-p) collected during the statistics pass (docs/sampling.md,
-// "Top-p"): in each chunk's exp scan, every column whose raw value x reaches thr_x is appended (z = fl(x inv_t),
+// Candidates for top-p or min-p without a cutting top-k, collected during the statistics pass (docs/sampling.md,
+// item 4): in each chunk's exp scan, every column whose raw value x reaches thr_x is appended (z = fl(x inv_t),
 // column) in column order; the others are rejected, and the scan's own exps of them are summed into R, with D and
-// Q to bound R's distance from their exact integer masses (sampling.cpp, nucleus_draw). R, D and Q are relative to e^{fm}, fm the running max. Every column not held has z < thr.
+// Q to bound R's distance from their exact integer masses (sampling.cpp, nucleus_draw). R, D and Q are relative to
+// e^{fm}, fm the running max. Every column not held has z < thr.
 // thr starts at the first finite chunk's max - ln(n / (1 - p)) - 1, below which the whole row's columns hold less
 // than (1 - p) / e of its mass; when more than `limit` are held it rises (nucleus_tighten) so that the rejected mass
-// stays within half the row's (1 - p) share so far, and at most to the running max - ln(2 / (1 - p)). With min-p, thr is instead the running max + log(min-p), at or
-// below the final max's min-p threshold, and only follows the running max (the rejected mass is not needed: top-p's
-// total is over the min-p-kept columns, all held). The sampler checks at the end that the held columns decide the
-// threshold exactly, and takes the binned path otherwise.
+// stays within half the row's (1 - p) share so far, and at most to the running max - ln(2 / (1 - p)). With min-p,
+// thr is instead the running max + log(min-p), at or below the final max's min-p threshold, and only follows the
+// running max (the rejected mass is not needed: top-p's total is over the min-p-kept columns, all held). The
+// sampler checks at the end that the held columns decide the threshold exactly, and takes the binned path otherwise.
 struct NucleusSink {
     float thr, thr_x;    // thr on z (columns not held are below it); thr_x the raw bound: x >= thr_x is held
     float p;             // the row's top-p

@@ -57,7 +57,6 @@ struct SampleMath {
 // Rows drawn by nucleus_draw, by how its threshold was decided: 0 from the held candidates and the bound, 1 with the
 // exact total, 2 by the binned path (arbor_cpu_sample_nucleus_paths; tests and benchmarks read them).
 static std::atomic<int64_t> g_nucleus_count[3];
-static std::atomic<int64_t>* const g_nucleus_paths = g_nucleus_count;
 // A factor on nucleus_draw's bound (1; tests widen it to take the exact-total and binned paths on every row).
 static std::atomic<double> g_nucleus_widen{1.0};
 
@@ -237,7 +236,8 @@ struct SampleScratch {
     Buf<float> z, e;
     Buf<int32_t> idx;
     Buf<uint32_t> keys;
-    Buf<int64_t> w, w2, order;
+    Buf<int64_t> w, w2;
+    Buf<uint64_t> order;
     Buf<uint16_t> bins;
     Buf<ChunkMass> chunks;
     void ensure_chunks(int64_t n) {
@@ -251,9 +251,12 @@ struct SampleScratch {
         idx.resize(n);
         keys.resize(n);
         w.resize(n);
-        w2.resize(n);
-        order.resize(n);
-        bins.resize(n);
+    }
+    // the held columns' bins and the selection's sort (nucleus_draw, minp_draw): only where those paths run
+    void ensure_held(int64_t m) {
+        w2.resize(m);
+        order.resize(m);
+        bins.resize(m);
     }
 };
 
@@ -465,7 +468,7 @@ static void top_p_select(const float* z, const int64_t* w, const uint16_t* bin, 
     const int NB = 2048;
     int64_t hist[NB] = {0};
     for (int64_t i = 0; i < m; ++i) hist[bin[i]] += w[i];
-    uint64_t* order = (uint64_t*)sc.order.data();
+    uint64_t* order = sc.order.data();
     int sorted_bin = -1;
     int64_t k = 0;
     for (int t = 0; t < 2; ++t) {
@@ -516,6 +519,7 @@ static int64_t nucleus_draw(const typename Tag::T* row, int64_t n, float inv_t, 
     float* z = sc.z.data();
     int32_t* idx = sc.idx.data();
     int64_t* w = sc.w.data();
+    sc.ensure_held(m);
     uint16_t* bin = sc.bins.data();
     const int64_t held = SI::held(z, m, zmax, w, bin);
     const double u = 5.9604644775390625e-8;
@@ -564,6 +568,7 @@ static int64_t minp_draw(const typename Tag::T* row, int64_t n, float inv_t, flo
     int32_t* idx = sc.idx.data();
     int64_t k = keep_from(z, idx, ns.m, tau);
     if (rp.p < 1.0f || k * 8 >= n) {
+        sc.ensure_held(k);
         const int64_t total = SI::held(z, k, zmax, sc.w.data(), sc.bins.data());
         if (rp.p >= 1.0f) {  // min-p alone keeping many columns: truncated_draw's race over the row and its log q(y)
             const int64_t y = SI::template race<Tag>(row, n, inv_t, tau, rp.stream).idx;
@@ -654,7 +659,7 @@ static int sample_kernel(const typename Tag::T* logits, int64_t rows, int64_t vo
                     int path;
                     y = rp.mp > 0.0f ? minp_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, nk, &lp_sampled, &path)
                                      : nucleus_draw<SI, Tag>(row, n, inv_t, zmax, rp, sc, nk, &lp_sampled, &path);
-                    if (g_nucleus_paths) g_nucleus_paths[path].fetch_add(1, std::memory_order_relaxed);
+                    g_nucleus_count[path].fetch_add(1, std::memory_order_relaxed);
                 } else {
                     y = truncated_draw<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, &lp_sampled);
                 }

@@ -8,15 +8,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 rev="${1:-}" n="${2:-9}"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-g++ -O2 -std=c++17 -DNEW -I"$root/native/include" -I"$root/native/src" "$root/bench/native/kernel_cpu_time.cpp" \
-    -o "$tmp/new" -lpthread
+. "$root/bench/native/build-pair.sh"  # (makes $tmp)
+build_pair kernel_cpu_time.cpp "$rev" -DNEW
 if [ -n "$rev" ]; then
-  mkdir -p "$tmp/old"
-  git -C "$root" archive "$rev" native | tar -x -C "$tmp/old"
-  g++ -O2 -std=c++17 -I"$tmp/old/native/include" -I"$tmp/old/native/src" "$root/bench/native/kernel_cpu_time.cpp" \
-      -o "$tmp/oldbin" -lpthread
   echo "== $rev (read/copy columns not available there)"
   "$tmp/oldbin" best "$n"
 fi

@@ -18,7 +18,7 @@ static void nucleus_paths(int64_t* c, int reset) {
 }
 int main(int argc, char** argv) {
   const char* isa = argc > 1 ? argv[1] : "avx2";
-  arbor_cpu_force_isa(isa);
+  if (arbor_cpu_force_isa(isa) != ARBOR_OK) { fprintf(stderr, "this CPU has no %s path\n", isa); return 2; }
   uint64_t h = 1469598103934665603ull; long rowsAll = 0;
   auto mix = [&](uint32_t v){ h ^= v; h *= 1099511628211ull; };
   int64_t c[3]; nucleus_paths(c, 1);

@@ -157,9 +157,123 @@ struct SampleAvx2Isa {
     }
 };
 
-// AVX-512 statistics; the race, bins and lists on the eight-lane AVX2 code (the same tokens on every path).
+// The list race sixteen entries at a time on AVX-512: SampleVec<8>::race_list (sampling_rows.inc) operation by
+// operation on twice the lanes — the same Philox words, noise and keys per entry, the best per lane by strict > (the
+// lowest column of a lane on ties, the list being in column order) and across lanes by key, then lowest column — so the
+// same token as the eight-lane and scalar races (bench/native/race_list_check.cpp); the last m mod 16 entries in a
+// masked vector rather than one at a time. On Zen 4, which runs 512-bit
+// operations in two halves, the Philox rounds still take ~0.73x the time of the eight-lane ones (half the instructions).
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")  // = ARBOR_AVX512_TARGET
+namespace avx512 {
+template <class M>
+struct RaceList16 {
+    static inline __m512 set(float x) { return _mm512_set1_ps(x); }
+    static inline __m512 fmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+    static inline __m512i mulhilo(__m512i a, uint32_t m, __m512i* lo) {
+        const __m512i mv = _mm512_set1_epi32((int)m);
+        const __m512i ev = _mm512_mul_epu32(a, mv);                         // lanes 0, 2, ...
+        const __m512i od = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mv);  // lanes 1, 3, ...
+        *lo = _mm512_mask_blend_epi32(0xAAAA, ev, _mm512_slli_epi64(od, 32));
+        return _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(ev, 32), od);
+    }
+    static inline void philox16(__m512i c[4], uint32_t k0, uint32_t k1) {
+        for (int round = 0; round < 10; ++round) {
+            if (round > 0) {
+                k0 += M::PHILOX_W0;
+                k1 += M::PHILOX_W1;
+            }
+            __m512i lo0, lo1;
+            const __m512i hi0 = mulhilo(c[0], M::PHILOX_M0, &lo0);
+            const __m512i hi1 = mulhilo(c[2], M::PHILOX_M1, &lo1);
+            const __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c[1]), _mm512_set1_epi32((int)k0));
+            const __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c[3]), _mm512_set1_epi32((int)k1));
+            c[0] = n0;
+            c[1] = lo1;
+            c[2] = n2;
+            c[3] = lo0;
+        }
+    }
+    // SampleVec<8>::log_v (smath::log_own for normal x > 0)
+    static inline __m512 log_v(__m512 x) {
+        const __m512i b = _mm512_castps_si512(x);
+        __m512i e = _mm512_sub_epi32(_mm512_srli_epi32(b, 23), _mm512_set1_epi32(126));
+        __m512 m = _mm512_castsi512_ps(
+                _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(0x007fffff)), _mm512_set1_epi32(0x3f000000)));
+        const __mmask16 lt = _mm512_cmp_ps_mask(m, set(0.70710678f), _CMP_LT_OQ);
+        e = _mm512_mask_sub_epi32(e, lt, e, _mm512_set1_epi32(1));
+        m = _mm512_sub_ps(_mm512_mask_add_ps(m, lt, m, m), set(1.0f));
+        const __m512 z = _mm512_mul_ps(m, m);
+        __m512 y = set(7.0376836292e-2f);
+        y = fmadd(y, m, set(-1.1514610310e-1f));
+        y = fmadd(y, m, set(1.1676998740e-1f));
+        y = fmadd(y, m, set(-1.2420140846e-1f));
+        y = fmadd(y, m, set(1.4249322787e-1f));
+        y = fmadd(y, m, set(-1.6668057665e-1f));
+        y = fmadd(y, m, set(2.0000714765e-1f));
+        y = fmadd(y, m, set(-2.4999993993e-1f));
+        y = fmadd(y, m, set(3.3333331174e-1f));
+        y = _mm512_mul_ps(_mm512_mul_ps(y, m), z);
+        const __m512 fe = _mm512_cvtepi32_ps(e);
+        y = fmadd(fe, set(-2.12194440e-4f), y);
+        y = fmadd(z, set(-0.5f), y);
+        const __m512 r = _mm512_add_ps(m, y);
+        return fmadd(fe, set(0.693359375f), r);
+    }
+    // SampleVec<8>::neg_gumbel8
+    static inline __m512 neg_gumbel16(__m512i bits) {
+        const __m512i k = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(bits, 9), 1), _mm512_set1_epi32(1));
+        const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(k), set(5.9604644775390625e-8f));
+        return log_v(_mm512_xor_ps(log_v(u), set(-0.0f)));
+    }
+    static avx2::SampleBest race_list(const float* z, const int32_t* idx, int64_t m, const typename M::Stream& s) {
+        __m512 bkey = set(-INFINITY);
+        __m512i bidx = _mm512_set1_epi32(-1);
+        for (int64_t i = 0; i < m; i += 16) {
+            // the last m mod 16 entries in a masked vector: its absent lanes' keys -inf never win (strict >)
+            const __mmask16 in = m - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (m - i)) - 1);
+            const __m512i col = _mm512_maskz_loadu_epi32(in, idx + i);
+            __m512i c[4];
+            c[0] = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(col, 5), 3), _mm512_and_si512(col, _mm512_set1_epi32(7)));
+            c[1] = _mm512_set1_epi32((int)s.step);
+            c[2] = _mm512_set1_epi32((int)s.key_lo);
+            c[3] = _mm512_set1_epi32((int)s.key_hi);
+            philox16(c, s.k0, s.k1);
+            const __m512i w = _mm512_and_si512(_mm512_srli_epi32(col, 3), _mm512_set1_epi32(3));
+            __m512i bits = c[0];
+            bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(1)), c[1]);
+            bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(2)), c[2]);
+            bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(3)), c[3]);
+            const __m512 key = _mm512_sub_ps(_mm512_mask_loadu_ps(set(-INFINITY), in, z + i), neg_gumbel16(bits));
+            const __mmask16 gt = _mm512_cmp_ps_mask(key, bkey, _CMP_GT_OQ);
+            bkey = _mm512_mask_mov_ps(bkey, gt, key);
+            bidx = _mm512_mask_mov_epi32(bidx, gt, col);
+        }
+        alignas(64) float k[16];
+        alignas(64) int32_t ix[16];
+        _mm512_store_ps(k, bkey);
+        _mm512_store_si512((void*)ix, bidx);
+        avx2::SampleBest r{-INFINITY, -1};
+        for (int l = 0; l < 16; ++l)
+            if (ix[l] >= 0 && (k[l] > r.key || (k[l] == r.key && (r.idx < 0 || ix[l] < r.idx)))) {
+                r.key = k[l];
+                r.idx = ix[l];
+            }
+        return r;
+    }
+};
+}  // namespace avx512
+#pragma GCC pop_options
+
+// AVX-512 statistics and list race; the row race, bins and other lists on the eight-lane AVX2 code (the same tokens on
+// every path).
 struct SampleAvx512Isa : SampleAvx2Isa {
     typedef Avx512Isa Stats;
+    __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+    static Drawn race_list(const float* z, const int32_t* idx, int64_t m, const smath::Stream& s) {
+        avx2::SampleBest b = avx512::RaceList16<SampleMath>::race_list(z, idx, m, s);
+        return Drawn{b.key, b.idx};
+    }
 };
 
 // Largest key v with W(keys >= v) >= target (weights w, or 1 each when w is null), by MSB-first

@@ -129,8 +129,9 @@ namespace avx2 {
 }  // namespace avx2
 #pragma GCC pop_options
 
-// The sampler's Gumbel race stays eight lanes wide (sampling_rows.inc's SampleVec<8>, the bitwise
-// contract with the CUDA kernel); only the per-row statistics get an AVX-512 build.
+// The per-row statistics' AVX-512 build. The sampler's bins, masses and held lists stay eight lanes wide
+// (sampling_rows.inc's SampleVec<8>, the bitwise contract with the CUDA kernel); its races have a sixteen-lane form
+// of the same operations (sampling.cpp, Race16).
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")  // = ARBOR_AVX512_TARGET
 namespace avx512 {

@@ -157,17 +157,18 @@ struct SampleAvx2Isa {
     }
 };
 
-// The list race sixteen entries at a time on AVX-512: SampleVec<8>::race_list (sampling_rows.inc) operation by
+// The races sixteen lanes at a time on AVX-512. The list race: SampleVec<8>::race_list (sampling_rows.inc) operation by
 // operation on twice the lanes — the same Philox words, noise and keys per entry, the best per lane by strict > (the
 // lowest column of a lane on ties, the list being in column order) and across lanes by key, then lowest column — so the
 // same token as the eight-lane and scalar races (bench/native/race_list_check.cpp); the last m mod 16 entries in a
-// masked vector rather than one at a time. On Zen 4, which runs 512-bit
-// operations in two halves, the Philox rounds still take ~0.73x the time of the eight-lane ones (half the instructions).
+// masked vector rather than one at a time. The row race: gumbel_race over groups of 64 columns (row_race, below). On
+// Zen 4, which runs 512-bit operations in two halves, the Philox rounds still take ~0.73x the time of the eight-lane
+// ones (half the instructions); the list race of 6,000 entries 0.6x, the row race 0.67x (bench/RESULTS.md, run 14).
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")  // = ARBOR_AVX512_TARGET
 namespace avx512 {
 template <class M>
-struct RaceList16 {
+struct Race16 {
     static inline __m512 set(float x) { return _mm512_set1_ps(x); }
     static inline __m512 fmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
     static inline __m512i mulhilo(__m512i a, uint32_t m, __m512i* lo) {
@@ -249,6 +250,11 @@ struct RaceList16 {
             bkey = _mm512_mask_mov_ps(bkey, gt, key);
             bidx = _mm512_mask_mov_epi32(bidx, gt, col);
         }
+        return best_of(bkey, bidx);
+    }
+
+    // The lanes' best (key, column) reduced as SampleVec<8>::best_of does: the largest key, the lowest column on ties.
+    static avx2::SampleBest best_of(__m512 bkey, __m512i bidx) {
         alignas(64) float k[16];
         alignas(64) int32_t ix[16];
         _mm512_store_ps(k, bkey);
@@ -261,17 +267,70 @@ struct RaceList16 {
             }
         return r;
     }
+
+    // gumbel_race (sampling_rows.inc) over groups of 64 columns, 16 Philox blocks at once: lanes 0-7 of the block vector
+    // are the first 32 columns' blocks, lanes 8-15 the next 32's, so the four words' vectors, regrouped by 128-bit
+    // quarters, give each run of 16 columns its words in column order. A group is skipped before its Philox rounds or its
+    // logs by the same exact tests on its 64 columns (the largest kept z, the largest word), so the same token.
+    template <class Tag>
+    static avx2::SampleBest row_race(const typename Tag::T* row, int64_t n, float inv_t, float tau,
+                                     const typename M::Stream& s) {
+        const __m512 vinv = set(inv_t), vt = set(tau), ninf = set(-INFINITY);
+        __m512 bkey = ninf;
+        __m512i bidx = _mm512_set1_epi32(-1);
+        float bound = -INFINITY;
+        const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        for (int64_t j0 = 0; j0 < n; j0 += 64) {
+            __m512 z[4];
+            __m512 km = ninf;
+            for (int v = 0; v < 4; ++v) {  // z = x * inv_t (rounded products; absent columns -inf)
+                const int64_t avail = n - (j0 + 16 * v);
+                const V x = avail >= 16 ? load<Tag>(row + j0 + 16 * v) : load_tail<Tag>(row + j0 + 16 * v, avail > 0 ? avail : 0);
+                z[v] = _mm512_mul_ps(x.v, vinv);
+                const __mmask16 kept = _mm512_cmp_ps_mask(z[v], vt, _CMP_GE_OQ) & _mm512_cmp_ps_mask(z[v], ninf, _CMP_NEQ_OQ);
+                km = _mm512_max_ps(km, _mm512_mask_mov_ps(ninf, kept, z[v]));
+            }
+            const float gm = _mm512_reduce_max_ps(km);
+            if (gm == -INFINITY || M::f_add(gm, M::GUMBEL_MAX) < bound) continue;
+            __m512i c[4];
+            c[0] = _mm512_add_epi32(_mm512_set1_epi32((int)((uint32_t)(j0 >> 5) << 3)), lane);
+            c[1] = _mm512_set1_epi32((int)s.step);
+            c[2] = _mm512_set1_epi32((int)s.key_lo);
+            c[3] = _mm512_set1_epi32((int)s.key_hi);
+            philox16(c, s.k0, s.k1);
+            const __m512i mb = _mm512_max_epu32(_mm512_max_epu32(c[0], c[1]), _mm512_max_epu32(c[2], c[3]));
+            if (M::cannot_win(gm, _mm512_reduce_max_epu32(mb), bound)) continue;
+            // columns j0 + 16 v + l: v 0 = words 0, 1 of blocks 0-7; v 1 = words 2, 3 of blocks 0-7; v 2, 3 = the same of
+            // blocks 8-15
+            const __m512i bits[4] = {_mm512_shuffle_i64x2(c[0], c[1], 0x44), _mm512_shuffle_i64x2(c[2], c[3], 0x44),
+                                     _mm512_shuffle_i64x2(c[0], c[1], 0xEE), _mm512_shuffle_i64x2(c[2], c[3], 0xEE)};
+            for (int v = 0; v < 4; ++v) {
+                const __mmask16 kept = _mm512_cmp_ps_mask(z[v], vt, _CMP_GE_OQ) & _mm512_cmp_ps_mask(z[v], ninf, _CMP_NEQ_OQ);
+                const __m512 key = _mm512_mask_mov_ps(ninf, kept, _mm512_sub_ps(z[v], neg_gumbel16(bits[v])));
+                const __mmask16 gt = _mm512_cmp_ps_mask(key, bkey, _CMP_GT_OQ);
+                bkey = _mm512_mask_mov_ps(bkey, gt, key);
+                bidx = _mm512_mask_mov_epi32(bidx, gt, _mm512_add_epi32(_mm512_set1_epi32((int)(j0 + 16 * v)), lane));
+            }
+            bound = best_of(bkey, bidx).key;
+        }
+        return best_of(bkey, bidx);
+    }
 };
 }  // namespace avx512
 #pragma GCC pop_options
 
-// AVX-512 statistics and list race; the row race, bins and other lists on the eight-lane AVX2 code (the same tokens on
-// every path).
+// AVX-512 statistics and races; the bins, masses and lists on the eight-lane AVX2 code (the same tokens on every path).
 struct SampleAvx512Isa : SampleAvx2Isa {
     typedef Avx512Isa Stats;
+    template <class Tag>
+    __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+    static Drawn race(const typename Tag::T* row, int64_t n, float inv_t, float tau, const smath::Stream& s) {
+        avx2::SampleBest b = avx512::Race16<SampleMath>::row_race<Tag>(row, n, inv_t, tau, s);
+        return Drawn{b.key, b.idx};
+    }
     __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
     static Drawn race_list(const float* z, const int32_t* idx, int64_t m, const smath::Stream& s) {
-        avx2::SampleBest b = avx512::RaceList16<SampleMath>::race_list(z, idx, m, s);
+        avx2::SampleBest b = avx512::Race16<SampleMath>::race_list(z, idx, m, s);
         return Drawn{b.key, b.idx};
     }
 };

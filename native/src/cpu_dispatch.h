@@ -102,6 +102,24 @@ struct NucleusSink {
 // (vec_avx512.inc bf16_bits). Set with the path (arbor_cpu.cpp), read by every bf16 store.
 extern bool g_bf16_store;
 
+// The end of a bf16 chunk's max from its raw words (vec_avx2.inc / vec_avx512.inc raw_max): the lanes' signed maxima
+// mx[0:lanes] and minima mn[0:lanes] of p[0:j], then p[j:n] one at a time. The signed max is the largest non-negative
+// value (+0 to +inf, or a NaN) when there is one, else the signed min is the largest negative one (the least magnitude).
+static inline float raw_max_finish(const int16_t* mx, const int16_t* mn, int lanes, const uint16_t* p, int64_t j,
+                                   int64_t n) {
+    int M = -32768, m = 32767;
+    for (int i = 0; i < lanes; ++i) {
+        M = mx[i] > M ? mx[i] : M;
+        m = mn[i] < m ? mn[i] : m;
+    }
+    for (; j < n; ++j) {
+        const int v = (int16_t)p[j];
+        M = v > M ? v : M;
+        m = v < m ? v : m;
+    }
+    return bf16_to_f32((uint16_t)(M >= 0 ? M : m));
+}
+
 // Below this, e^d underflows fp32's normal range: treated as exactly 0 (ln FLT_MIN).
 static const float EXP_LO = -87.3365447505531f;
 

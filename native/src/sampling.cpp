@@ -282,13 +282,14 @@ struct Race16 {
         const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         for (int64_t j0 = 0; j0 < n; j0 += 64) {
             __m512 z[4];
+            __mmask16 kept[4];
             __m512 km = ninf;
             for (int v = 0; v < 4; ++v) {  // z = x * inv_t (rounded products; absent columns -inf)
                 const int64_t avail = n - (j0 + 16 * v);
                 const V x = avail >= 16 ? load<Tag>(row + j0 + 16 * v) : load_tail<Tag>(row + j0 + 16 * v, avail > 0 ? avail : 0);
                 z[v] = _mm512_mul_ps(x.v, vinv);
-                const __mmask16 kept = _mm512_cmp_ps_mask(z[v], vt, _CMP_GE_OQ) & _mm512_cmp_ps_mask(z[v], ninf, _CMP_NEQ_OQ);
-                km = _mm512_max_ps(km, _mm512_mask_mov_ps(ninf, kept, z[v]));
+                kept[v] = _mm512_cmp_ps_mask(z[v], vt, _CMP_GE_OQ) & _mm512_cmp_ps_mask(z[v], ninf, _CMP_NEQ_OQ);
+                km = _mm512_max_ps(km, _mm512_mask_mov_ps(ninf, kept[v], z[v]));
             }
             const float gm = _mm512_reduce_max_ps(km);
             if (gm == -INFINITY || M::f_add(gm, M::GUMBEL_MAX) < bound) continue;
@@ -305,8 +306,7 @@ struct Race16 {
             const __m512i bits[4] = {_mm512_shuffle_i64x2(c[0], c[1], 0x44), _mm512_shuffle_i64x2(c[2], c[3], 0x44),
                                      _mm512_shuffle_i64x2(c[0], c[1], 0xEE), _mm512_shuffle_i64x2(c[2], c[3], 0xEE)};
             for (int v = 0; v < 4; ++v) {
-                const __mmask16 kept = _mm512_cmp_ps_mask(z[v], vt, _CMP_GE_OQ) & _mm512_cmp_ps_mask(z[v], ninf, _CMP_NEQ_OQ);
-                const __m512 key = _mm512_mask_mov_ps(ninf, kept, _mm512_sub_ps(z[v], neg_gumbel16(bits[v])));
+                const __m512 key = _mm512_mask_mov_ps(ninf, kept[v], _mm512_sub_ps(z[v], neg_gumbel16(bits[v])));
                 const __mmask16 gt = _mm512_cmp_ps_mask(key, bkey, _CMP_GT_OQ);
                 bkey = _mm512_mask_mov_ps(bkey, gt, key);
                 bidx = _mm512_mask_mov_epi32(bidx, gt, _mm512_add_epi32(_mm512_set1_epi32((int)(j0 + 16 * v)), lane));
@@ -561,7 +561,7 @@ static int64_t chunked_draw(const typename Tag::T* row, int64_t n, float inv_t, 
     double total = 0.0;
     for (int64_t c = 0; c < nc; ++c) {
         wc[c] = ch[c].max == -INFINITY ? 0.0 : ch[c].sum * (double)smath::exp_own(smath::f_sub(ch[c].max, M));
-        if (ch[c].max != -INFINITY) total += wc[c];
+        total += wc[c];  // (+0 for a chunk with nothing finite: the same total)
     }
     const double t1 = u1 * total;
     int64_t pick = -1;

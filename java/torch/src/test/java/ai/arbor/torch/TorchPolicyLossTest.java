@@ -14,6 +14,7 @@ import ai.arbor.kernels.PolicyLoss;
 import ai.arbor.kernels.PolicyLossConfig;
 import ai.arbor.kernels.PolicyLossResult;
 import java.util.Random;
+import org.bytedeco.pytorch.Scalar;
 import org.bytedeco.pytorch.Tensor;
 import org.bytedeco.pytorch.global.torch;
 import org.bytedeco.pytorch.global.torch.ScalarType;
@@ -138,9 +139,21 @@ class TorchPolicyLossTest {
         Random rnd = new Random(seed);
         PolicyLossConfig cfg = PolicyLossConfig.aepo().toBuilder().epsHigh(0.28).aepoTopEntropyFraction(0.25).build();
         Batch b = batch(rnd, cfg, 64, 97, false);
+        // Make the selection matter whatever the seed: the valid token of lowest entropy (never among the top quarter)
+        // gets ratio e^1.5 > 1 + ε_high with A = 1, so it is top-clipped, and the two clips differ on it. A random
+        // batch has one ~99 % of the time: 2 of 300 seeds had none, and a CI run on 2026-12-07 drew one of those.
+        Tensor logp = torch.log_softmax(b.logits().to(ScalarType.Double), -1);  // T = 1 (AEPO's default)
+        Tensor h = logp.exp().mul(logp).sum(new long[] {-1}).neg()
+                .add(b.mask().le(new Scalar(0.0)).to(ScalarType.Double).mul(new Scalar(1e9)));  // masked rows last
+        long low = h.argmin().item_long();
+        double lp = logp.select(0, low).select(0, b.labels().select(0, low).item_long()).item_double();
+        b.mask().narrow(0, low, 1).fill_(new Scalar(1.0));
+        b.old().narrow(0, low, 1).fill_(new Scalar((double) (float) (lp - 1.5)));
+        b.adv().narrow(0, low, 1).fill_(new Scalar(1.0));
         TorchPolicyLoss.Output out = TorchPolicyLoss.forwardBackward(cfg, b.logits(), b.labels(), b.old(), b.adv(),
                 b.mask(), null, null, 0, false);
         assertTrue(Float.isFinite(out.aepoEntropyThreshold()), "a real threshold for q = 0.25");
+        assertTrue(h.select(0, low).item_double() < out.aepoEntropyThreshold(), "the forced token is selected out");
         // The threshold is the kernel's own entropy of the ⌈qN⌉-th token, which libtorch's entropy of that token may
         // miss by an ulp: compare at a threshold lowered by 1e-6 relative, so that token is selected on both sides
         // (no other token's entropy lies that close to it in a random batch).

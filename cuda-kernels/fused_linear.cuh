@@ -169,7 +169,7 @@ __global__ void fl_finish_kernel(int64_t rows, const uint8_t* __restrict__ row_m
                 const double log_s = log(S[r]);
                 L = (float)(m + log_s);
                 H = (float)(log_s - U[r] / S[r]);
-                lp = zy[r] - L;
+                lp = (float)(((double)zy[r] - m) - log_s);  // as the CPU path: not zy - L (L's fp32 rounding)
             }
             if (with_loss) {
                 if (isnan(lp) || isnan(H)) {
@@ -261,7 +261,7 @@ static int pass1(const Call& k, const Gemm& g, const void* h, int64_t rows, int6
                  const uint8_t* row_mask, const float* mask, cudaStream_t s) {
     float* tile = k.f(k.l.tile);
     double *M = k.d(k.l.m), *S = k.d(k.l.s), *U = k.d(k.l.u);
-    float* zy = k.f(k.l.zy);
+    float* zy = k.f(k.l.lp);  // the label's z (the CPU path turns it into the log-prob in place)
     for (int64_t r0 = 0; r0 < rows; r0 += k.l.tr) {
         const int64_t tr = rows - r0 < k.l.tr ? rows - r0 : k.l.tr;
         fl_init_kernel<<<small_grid(tr, 256), 256, 0, s>>>(r0, tr, M, S, U, zy);
@@ -298,7 +298,7 @@ static int stats(const void* hidden, int64_t rows, int64_t dim, int64_t hs, cons
     if (rc != ARBOR_OK) return rc;
     arbor_policy_loss_config none{};
     fl_finish_kernel<<<small_grid(rows, 256), 256, 0, s>>>(rows, row_mask, nullptr, k.d(k.l.m), k.d(k.l.s),
-                                                           k.d(k.l.u), k.f(k.l.zy), k.f(k.l.lse), k.f(k.l.ent),
+                                                           k.d(k.l.u), k.f(k.l.lp), k.f(k.l.lse), k.f(k.l.ent),
                                                            logprob, entropy, lse, false, none, nullptr, nullptr,
                                                            nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
     return record_cuda_error(cudaGetLastError());
@@ -334,7 +334,7 @@ static int policy_loss(const arbor_policy_loss_config* cfg, const void* hidden, 
         rc = pass1(k, g, hidden, rows, dim, hs, weight, ws, vl, esize, labels, label_dtype, inv_t, nullptr, mask, s);
         if (rc != ARBOR_OK) return rc;
         fl_finish_kernel<<<small_grid(rows, 256), 256, 0, s>>>(
-            rows, nullptr, mask, k.d(k.l.m), k.d(k.l.s), k.d(k.l.u), k.f(k.l.zy), k.f(k.l.lse), k.f(k.l.ent),
+            rows, nullptr, mask, k.d(k.l.m), k.d(k.l.s), k.d(k.l.u), k.f(k.l.lp), k.f(k.l.lse), k.f(k.l.ent),
             logprob_out, entropy_out, nullptr, true, *cfg, old_logprob, advantages, weights, ref_logprob,
             select_entropy, k.f(k.l.glp), k.f(k.l.gh), parts);
     }

@@ -137,8 +137,8 @@ static inline void merge_segment(const RowStats& st, double& M, double& S, doubl
 }
 
 // pass 1: per row block, per vocabulary block, the tile's rows' statistics merged into (M, S, U) and
-// the label's z picked up. Rows with valid[r] == false are skipped. Writes lse, entropy, zy per row
-// (NaN for a row without a distribution, or with a label outside [0, vocab_limit): bad_label set).
+// the label's z picked up. Rows with valid[r] == false are skipped. Writes lse, entropy and the label's log-prob per
+// row (NaN for a row without a distribution, or with a label outside [0, vocab_limit): bad_label set).
 // Rows [rbeg, rend) (rbeg a multiple of the tile rows); with one vocabulary tile per row block (tv = vl) the tile
 // holds the block's whole logits afterwards, which the policy loss's pass 2 then reuses.
 template <class Isa, class Tag>
@@ -146,14 +146,14 @@ static void pass1(Operands& op, int64_t rbeg, int64_t rend, int64_t vl, const vo
                   arbor_sgemm_fn sgemm, int num_threads, std::atomic<int>& bad_label) {
     const arbor_fl::Layout& l = sc.l;
     float* tile = sc.f(l.tile);
-    float *lse = sc.f(l.lse), *ent = sc.f(l.ent), *zy = sc.f(l.zy);
+    float *lse = sc.f(l.lse), *ent = sc.f(l.ent), *lp = sc.f(l.lp);
     double *M = sc.d(l.m), *S = sc.d(l.s), *U = sc.d(l.u);
     for (int64_t r0 = rbeg; r0 < rend; r0 += l.tr) {
         const int64_t tr = rend - r0 < l.tr ? rend - r0 : l.tr;
         for (int64_t r = r0; r < r0 + tr; ++r) {
             M[r] = -INFINITY;
             S[r] = U[r] = 0.0;
-            zy[r] = NAN;  // stays NaN (and poisons the row) when the label is out of range
+            lp[r] = NAN;  // the label's z, then its log-prob: stays NaN (and poisons the row) when the label is out of range
         }
         int64_t hld, wld;
         const float* hb = op.h_rows(r0, tr, &hld);
@@ -169,7 +169,7 @@ static void pass1(Operands& op, int64_t rbeg, int64_t rend, int64_t vl, const vo
                     const float* row = tile + i * tv;
                     if (labels != nullptr) {
                         const int64_t y = read_label(labels, label_dtype, r);
-                        if (y >= v0 && y < v0 + tv) zy[r] = row[y - v0] * inv_t;
+                        if (y >= v0 && y < v0 + tv) lp[r] = row[y - v0] * inv_t;
                     }
                     if (isnan(M[r])) continue;  // already poisoned
                     const RowStats st = Isa::template stats<Tag>(row, tv, inv_t);
@@ -186,7 +186,7 @@ static void pass1(Operands& op, int64_t rbeg, int64_t rend, int64_t vl, const vo
         }
         for (int64_t r = r0; r < r0 + tr; ++r) {
             if (!valid[r]) {
-                lse[r] = ent[r] = zy[r] = 0.0f;
+                lse[r] = ent[r] = lp[r] = 0.0f;
                 continue;
             }
             if (labels != nullptr) {
@@ -194,12 +194,15 @@ static void pass1(Operands& op, int64_t rbeg, int64_t rend, int64_t vl, const vo
                 if (y < 0 || y >= vl) bad_label.store(1, std::memory_order_relaxed);
             }
             if (isnan(M[r]) || M[r] == -INFINITY) {  // no distribution
-                lse[r] = ent[r] = NAN;
+                lse[r] = ent[r] = lp[r] = NAN;
                 continue;
             }
             const double log_s = log(S[r]);
             lse[r] = (float)(M[r] + log_s);
             ent[r] = (float)(log_s - U[r] / S[r]);
+            // the label's log-prob (z_y - max) - log S, as token stats forms it, in double: not z_y - lse, whose fp32 lse
+            // carries up to half an ulp of its own magnitude (~5e-7 at lse ~ 10) into every log-prob
+            lp[r] = (float)(((double)lp[r] - M[r]) - log_s);
         }
     }
 }
@@ -212,9 +215,9 @@ static int stats(Operands& op, int64_t rows, int64_t vl, const void* labels, int
     std::atomic<int> bad_label{0};
     pass1<Isa, Tag>(op, 0, rows, vl, logprob != nullptr ? labels : nullptr, label_dtype,
                     1.0f / temperature, valid.data(), sc, sgemm, num_threads, bad_label);
-    const float *lse = sc.f(sc.l.lse), *ent = sc.f(sc.l.ent), *zy = sc.f(sc.l.zy);
+    const float *lse = sc.f(sc.l.lse), *ent = sc.f(sc.l.ent), *lpr = sc.f(sc.l.lp);
     for (int64_t r = 0; r < rows; ++r) {
-        if (logprob) logprob[r] = valid[r] ? zy[r] - lse[r] : 0.0f;
+        if (logprob) logprob[r] = valid[r] ? lpr[r] : 0.0f;
         if (entropy) entropy[r] = ent[r];
         if (lse_out) lse_out[r] = lse[r];
     }
@@ -235,7 +238,7 @@ static int policy_loss(const arbor_policy_loss_config& c, Operands& op, int64_t 
     for (int64_t r = 0; r < rows; ++r) valid[r] = mask[r] > 0.0f;
     std::atomic<int> bad_label{0};
     // The per-token loss (O(rows)) of rows [rb, re), exactly as the fused policy loss computes it.
-    float *lse = sc.f(l.lse), *ent = sc.f(l.ent), *zy = sc.f(l.zy), *glp = sc.f(l.glp), *gh = sc.f(l.gh);
+    float *lse = sc.f(l.lse), *ent = sc.f(l.ent), *lpr = sc.f(l.lp), *glp = sc.f(l.glp), *gh = sc.f(l.gh);
     float* parts = arbor_pl::carve(sc.base, rows, 0).parts;
     auto token_losses = [&](int64_t rb, int64_t re) {
         for (int64_t r = rb; r < re; ++r) {
@@ -246,7 +249,7 @@ static int policy_loss(const arbor_policy_loss_config& c, Operands& op, int64_t 
                 if (entropy_out) entropy_out[r] = 0.0f;
                 continue;
             }
-            const float lp = zy[r] - lse[r], H = ent[r];
+            const float lp = lpr[r], H = ent[r];
             arbor_pl::Token t;
             if (isnan(lp) || isnan(H)) {
                 arbor_pl::token_nan(t);

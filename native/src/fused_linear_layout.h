@@ -12,11 +12,11 @@ namespace arbor_fl {
 // Byte offsets of the parts of one call's workspace; total < 0 for invalid sizes.
 //   parts  the policy loss's per-row partial sums (arbor_pl::parts_bytes, at offset 0)
 //   tile   fp32 [tr, tv]; tile16 its bf16 copy (the CUDA bf16 backward products)
-//   per row: lse, entropy, dL/dlogprob, dL/dentropy, the label's z (f32), and the running softmax
+//   per row: lse, entropy, dL/dlogprob, dL/dentropy, the label's log-prob (f32), and the running softmax
 //   state of pass 1 (max, Σ e^{z-max}, Σ e^{z-max}(z-max); f64)
 struct Layout {
     int64_t tr, tv;  // tile rows and columns actually used
-    int64_t tile, tile16, lse, ent, glp, gh, zy, m, s, u, total;
+    int64_t tile, tile16, lse, ent, glp, gh, lp, m, s, u, total;
 };
 
 ARBOR_PL_HD inline int64_t align_up(int64_t v) { return (v + 255) / 256 * 256; }
@@ -38,8 +38,8 @@ ARBOR_PL_HD inline Layout layout(int64_t rows, int64_t vocab_limit, int64_t row_
     l.ent = align_up(l.lse + 4 * rows);
     l.glp = align_up(l.ent + 4 * rows);
     l.gh = align_up(l.glp + 4 * rows);
-    l.zy = align_up(l.gh + 4 * rows);
-    l.m = align_up(l.zy + 4 * rows);
+    l.lp = align_up(l.gh + 4 * rows);
+    l.m = align_up(l.lp + 4 * rows);
     l.s = align_up(l.m + 8 * rows);
     l.u = align_up(l.s + 8 * rows);
     l.total = align_up(l.u + 8 * rows);

@@ -116,6 +116,37 @@ class FusedLinearTest {
         return d;
     }
 
+    /**
+     * Raises the term scales ug[2], ug[3] to 4x the change in the unfused dh, dW when the unfused path runs on
+     * {@code logits}, {@code old}, {@code ref} instead (each element's allowance is 1e-5 of its scale).
+     */
+    private static void allowChange(PolicyLossConfig cfg, Problem p, double[][] ug, float[] logits, float[] old, float[] ref,
+                                    int[] seq) {
+        float[] g2 = new float[logits.length];
+        PolicyLoss.forwardBackward(cfg, logits, p.rows, p.vocab, p.vocabLimit, p.labels, old, p.adv, p.mask, ref, seq, null, g2);
+        double[][] ug2 = linearGrads(p, g2);
+        for (int i = 0; i < ug[2].length; i++) ug[2][i] = Math.max(ug[2][i], 4e5 * Math.abs(ug[0][i] - ug2[0][i]));
+        for (int i = 0; i < ug[3].length; i++) ug[3][i] = Math.max(ug[3][i], 4e5 * Math.abs(ug[1][i] - ug2[1][i]));
+    }
+
+    /** Σ_r |G_rv h_rk| for each dW element, G the unfused gradient of the logits (the scale of dW's summands). */
+    private static double[] dwTerms(PolicyLossConfig cfg, Problem p, float[] ref, int[] seq) {
+        float[] g = new float[p.rows * p.vocab];
+        PolicyLoss.forwardBackward(cfg, p.logits(), p.rows, p.vocab, p.vocabLimit, p.labels, p.old, p.adv, p.mask, ref, seq,
+                null, g);
+        return linearGrads(p, g)[3];
+    }
+
+    /**
+     * How far dW accumulated onto {@code start} may lie from start + the fresh dW: the two sum the same row blocks'
+     * products into fp32 in a different order (start first, or added last), each addition rounded at the scale of the
+     * partial sums, |start| + the terms (seed 9755708160531: start -0.28 + dW -18.87 one ulp of 19.15 apart); 2^-20 of
+     * that is eight ulps.
+     */
+    private static double accumulated(float start, double terms) {
+        return Math.scalb(Math.abs(start) + terms, -20) + 1e-9;
+    }
+
     /** The fused linear result vs the unfused path for one problem and configuration. */
     private static void compare(String name, PolicyLossConfig cfg, Problem p, FusedLinear.Chunks chunks) {
         int[] seq = cfg.agg().needsSequences() ? p.seqIds : null;
@@ -125,51 +156,83 @@ class FusedLinearTest {
         PolicyLossResult u = PolicyLoss.forwardBackward(cfg, logits, p.rows, p.vocab, p.vocabLimit, p.labels, p.old, p.adv,
                 p.mask, ref, seq, null, g);
         double[][] ug = linearGrads(p, g);
-        // The unfused path's sensitivity to its logits' fp32 rounding: the fused path's logits come from fp32 sgemm
-        // products (d of them, each rounded), which differ from these (double products rounded once) by up to
-        // ~d 2^-24 of Σ_k |h_k W_vk|; where the gradient cancels (the entropy term's z - z̄, a dominant token) that
-        // moves it by more than 1e-5 of its terms. So the same path again on logits moved by 2^-22 of that scale,
-        // signs at random, and 4x the change it makes is allowed on top (seed 57468696651675: dh[0] 5.8e-5 of its
-        // terms apart, T 1, d 3, V 5).
-        float[] moved = logits.clone(), g2 = new float[logits.length];
-        Random signs = new Random(0x5eed);
-        for (int r = 0; r < p.rows; r++)
-            for (int v = 0; v < p.vocab; v++) {
-                double mag = 0;
-                for (int k = 0; k < p.dim; k++) mag += Math.abs((double) p.h[r * p.dim + k] * p.w[v * p.dim + k]);
-                moved[r * p.vocab + v] += (float) ((signs.nextBoolean() ? 1 : -1) * Math.scalb(mag, -22));
-            }
-        PolicyLoss.forwardBackward(cfg, moved, p.rows, p.vocab, p.vocabLimit, p.labels, p.old, p.adv, p.mask, ref, seq, null, g2);
-        double[][] ug2 = linearGrads(p, g2);
-        for (int i = 0; i < ug[2].length; i++) ug[2][i] = Math.max(ug[2][i], 4e5 * Math.abs(ug[0][i] - ug2[0][i]));
-        for (int i = 0; i < ug[3].length; i++) ug[3][i] = Math.max(ug[3][i], 4e5 * Math.abs(ug[1][i] - ug2[1][i]));
-        // The kernels' own rounding: their probabilities carry a relative error of ~2^-22 (a row's exps summed in fp32
-        // lanes), so where a row is nearly certain its gradient, c (p_j - [j = y]) and the like, is a difference at
-        // fp32 resolution of 1 and moves by ~2^-22 c, not by 1e-5 of what is left (seed 4931388908756: T 0.7, V 5, the
-        // label the max at p 1 - 3.4e-6, dh[0] 1.2 % of its terms apart). c for a row: the largest |g_j| / p_j over
-        // its columns with p_j above 1e-30 (p from the logits in double), a bound of the upstream coefficient.
-        float inv = (float) (1.0 / cfg.temperature());
-        for (int r = 0; r < p.rows; r++) {
-            double m = Double.NEGATIVE_INFINITY, sum = 0;
-            for (int v = 0; v < p.vocabLimit; v++) m = Math.max(m, (double) (logits[r * p.vocab + v] * inv));
-            double[] pr = new double[p.vocab];
-            for (int v = 0; v < p.vocabLimit; v++) sum += pr[v] = Math.exp(logits[r * p.vocab + v] * inv - m);
-            double c = 0;
-            for (int v = 0; v < p.vocabLimit; v++) {
-                pr[v] /= sum;
-                if (pr[v] > 1e-30) c = Math.max(c, Math.abs(g[r * p.vocab + v]) / pr[v]);
-            }
-            double scale = Math.scalb(c, -21) / 1e-5;  // as a 'terms' entry: the comparisons allow 1e-5 of it
-            for (int v = 0; v < p.vocabLimit; v++)
-                for (int k = 0; k < p.dim; k++) {
-                    ug[2][r * p.dim + k] = Math.max(ug[2][r * p.dim + k], scale * pr[v] * Math.abs(p.w[v * p.dim + k]));
-                    ug[3][v * p.dim + k] = Math.max(ug[3][v * p.dim + k], scale * pr[v] * Math.abs(p.h[r * p.dim + k]));
-                }
-        }
         float[] lpU = new float[p.rows], hU = new float[p.rows];
         boolean[] valid = new boolean[p.rows];
         for (int r = 0; r < p.rows; r++) valid[r] = p.mask[r] > 0;
         TokenStats.forward(logits, p.rows, p.vocab, p.vocabLimit, p.labels, (float) cfg.temperature(), valid, lpU, hU, null);
+        // Each row's scale L = max(1, |z_max|, |lse|) (z = logits / T, in double): the kernels' log-probs, entropies and
+        // their backward's d_j = z_j - lse carry an absolute error up to ~2^-24 L from fp32 roundings at that scale
+        // (z_max = the rounded x (1/T), which the fused x (1/T) - m does not take for the max column; lse = m + log S
+        // rounded to fp32, which the backward subtracts), and the two paths round differently.
+        float inv = (float) (1.0 / cfg.temperature());
+        double[] scaleL = new double[p.rows], lse = new double[p.rows];
+        double[][] prob = new double[p.rows][];
+        for (int r = 0; r < p.rows; r++) {
+            double m = Double.NEGATIVE_INFINITY, sum = 0;
+            for (int v = 0; v < p.vocabLimit; v++) m = Math.max(m, (double) (logits[r * p.vocab + v] * inv));
+            double[] pr = prob[r] = new double[p.vocab];
+            for (int v = 0; v < p.vocabLimit; v++) sum += pr[v] = Math.exp(logits[r * p.vocab + v] * inv - m);
+            for (int v = 0; v < p.vocabLimit; v++) pr[v] /= sum;
+            lse[r] = m + Math.log(sum);
+            scaleL[r] = Math.max(1, Math.max(Math.abs(m), Math.abs(lse[r])));
+        }
+        // (1) The unfused path's sensitivity to its logits' fp32 rounding: the fused path's logits come from fp32 sgemm
+        // products (d of them, each rounded), which differ from these (double products rounded once) by up to
+        // ~d 2^-24 of Σ_k |h_k W_vk|; where the gradient cancels (the entropy term's z - z̄, a dominant token) that
+        // moves it by more than 1e-5 of its terms. So the same path again on logits moved by 2^-22 of that scale, signs
+        // alternating along the row (from a random start), so that every row's distribution moves (with random signs, a
+        // row of two columns moves both ways alike half the time, its distribution not at all), and 4x the change it makes is
+        // allowed on top (seed 57468696651675: dh[0] 5.8e-5 of its terms apart, T 1, d 3, V 5).
+        float[] moved = logits.clone();
+        Random signs = new Random(0x5eed);
+        for (int r = 0; r < p.rows; r++) {
+            int phase = signs.nextInt(2);
+            for (int v = 0; v < p.vocab; v++) {
+                double mag = 0;
+                for (int k = 0; k < p.dim; k++) mag += Math.abs((double) p.h[r * p.dim + k] * p.w[v * p.dim + k]);
+                moved[r * p.vocab + v] += (float) (((v + phase) % 2 == 0 ? 1 : -1) * Math.scalb(mag, -22));
+            }
+        }
+        allowChange(cfg, p, ug, moved, p.old, ref, seq);
+        // (2) Its sensitivity to the log-probs' own error (2^-24 L per path): old and ref raised by 2^-23 L (at least an
+        // ulp of each), as the log-prob lowered by that; where the upstream coefficient is a small difference of its
+        // inputs (k3's β (1 - e^{ref - lp}) with ref - lp ~ -0.0075, the row's ratio clipped) it moves by far more than
+        // 1e-5 of itself (seed 9742779017082: dW[0] 2.3e-5 relative apart, T 0.7, d 1, V 2).
+        float[] oldUp = p.old.clone(), refUp = ref == null ? null : ref.clone();
+        for (int r = 0; r < p.rows; r++) {
+            double e = Math.scalb(scaleL[r], -23);
+            oldUp[r] = (float) (p.old[r] + Math.max(e, Math.ulp(p.old[r])));
+            if (refUp != null) refUp[r] = (float) (ref[r] + Math.max(e, Math.ulp(ref[r])));
+        }
+        allowChange(cfg, p, ug, logits, oldUp, refUp, seq);
+        // (3) The kernels' own rounding in the backward, g_j = p_j (a + b d_j) - [j = y] g_lp / T with a = -(g_lp + g_H H) / T,
+        // b = -g_H / T: p_j carries a relative error of ~2^-22 (a row's exps summed in fp32 lanes) and 2^-24 L (d_j's), H and
+        // d_j absolute 2^-24 L, so each g_j may move by (max(p_j, [j = y]) |g_lp| + p_j |g_H| (1 + H + |d_j|)) / T times
+        // 2^-22 + 2^-24 L per path, which is not 1e-5 of what is left where g_j is a small difference: a nearly certain
+        // row's c (p_y - 1) (seed 4931388908756: T 0.7, V 5, p_y 1 - 3.4e-6, dh[0] 1.2 % of its terms apart; seed
+        // 9668850481263: T 0.7, V 5, lse 9.4, p_y 0.987, dh[0] 1.7e-5 of its terms apart) or a nearly uniform row's
+        // entropy term p_j (log p_j + H) (seed 10769170973560: V 2, p 0.5002 / 0.4998, the ratio clipped, dh[0] 1.6e-4 of
+        // its terms apart). g_lp and g_H: the unfused loss's own, from the unfused statistics. Summed over a product's
+        // terms, as the error of a sum.
+        float[] glp = new float[p.rows], gH = new float[p.rows];
+        PolicyLoss.loss(cfg, lpU, hU, p.old, p.adv, p.mask, ref, seq, null, glp, gH);
+        double[] allowDw = new double[p.vocab * p.dim];
+        for (int r = 0; r < p.rows; r++) {
+            if (!valid[r]) continue;
+            double per = (Math.scalb(1.0, -21) + Math.scalb(scaleL[r], -22)) * inv;  // two paths
+            double[] allowDh = new double[p.dim];
+            for (int v = 0; v < p.vocabLimit; v++) {
+                double d = (double) (logits[r * p.vocab + v] * inv) - lse[r];
+                double pv = prob[r][v], av = per * ((v == p.labels[r] ? Math.max(pv, 1) : pv) * Math.abs(glp[r])
+                        + pv * Math.abs(gH[r]) * (1 + Math.abs(hU[r]) + (pv > 0 ? Math.abs(d) : 0)));
+                for (int k = 0; k < p.dim; k++) {
+                    allowDh[k] += av * Math.abs(p.w[v * p.dim + k]);
+                    allowDw[v * p.dim + k] += av * Math.abs(p.h[r * p.dim + k]);
+                }
+            }
+            for (int k = 0; k < p.dim; k++) ug[2][r * p.dim + k] = Math.max(ug[2][r * p.dim + k], allowDh[k] / 1e-5);
+        }
+        for (int i = 0; i < allowDw.length; i++) ug[3][i] = Math.max(ug[3][i], allowDw[i] / 1e-5);  // 1e-5 of a term is allowed
 
         float[] dh = new float[p.rows * p.dim], dw = new float[p.vocab * p.dim];
         java.util.Arrays.fill(dw, Float.NaN);  // every element must be written (padding rows: 0)
@@ -255,9 +318,10 @@ class FusedLinearTest {
         for (int i = 0; i < start.length; i++) start[i] = dwAcc[i] = (float) rnd.nextGaussian();
         FusedLinear.forwardBackward(PolicyLossConfig.treeGrpo(), p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels,
                 p.old, p.adv, p.mask, p.ref, null, null, null, dwAcc, true, ch, null, null);
+        double[] terms = dwTerms(PolicyLossConfig.treeGrpo(), p, p.ref, null);
         for (int i = 0; i < start.length; i++) {
             if (i / p.dim >= p.vocabLimit) assertEquals(start[i], dwAcc[i], "padding row left as it was");
-            else assertEquals((double) start[i] + dw[i], dwAcc[i], 1e-6 * (1 + Math.abs(start[i])), "dW[" + i + "] accumulated");
+            else assertEquals((double) start[i] + dw[i], dwAcc[i], accumulated(start[i], terms[i]), "dW[" + i + "] accumulated");
         }
     }
 
@@ -282,9 +346,10 @@ class FusedLinearTest {
                 null, null, null, null, dwFresh, false, ch, null, null);
         FusedLinear.forwardBackward(cfg, p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels, p.old, p.adv, p.mask,
                 null, null, null, null, dwAcc, true, ch, null, null);
+        double[] terms = dwTerms(cfg, p, null, null);
         for (int i = 0; i < before.length; i++) {
             if (i / p.dim >= p.vocabLimit) assertEquals(before[i], dwAcc[i], "padding row left as it was");
-            else assertEquals((double) before[i] + dwFresh[i], dwAcc[i], 1e-6 * (1 + Math.abs(before[i])), "dW[" + i + "]");
+            else assertEquals((double) before[i] + dwFresh[i], dwAcc[i], accumulated(before[i], terms[i]), "dW[" + i + "]");
         }
     }
 

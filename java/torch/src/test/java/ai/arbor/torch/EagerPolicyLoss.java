@@ -36,7 +36,7 @@ public final class EagerPolicyLoss {
      * ({@code logits} [T, V] or [B, L, V], no padding columns); {@code aepoEntropyThreshold} selects
      * AEPO's tokens (entropy ≥ threshold; −∞ = all).
      *
-     * @return the scalar loss (float32), with a graph back to {@code logits} when it requires grad
+     * @return the scalar loss (float32; float64 for double logits), with a graph back to {@code logits} when it requires grad
      */
     public static Tensor loss(PolicyLossConfig cfg, Tensor logits, Tensor labels, Tensor oldLogprob,
                                    Tensor advantages, Tensor mask, Tensor refLogprob, Tensor seqIds,
@@ -46,9 +46,11 @@ public final class EagerPolicyLoss {
         // Only the [T, V] work this configuration needs, as a careful user would write it (so the
         // benchmarks compare against a fair libtorch): no temperature division at T = 1, no entropy
         // unless the loss or AEPO's selection uses it.
-        Tensor x = logits.reshape(rows, v).to(ScalarType.Float);
+        // float32, or float64 for double logits (the tests' reference: then its own rounding is far below the kernels')
+        ScalarType dt = logits.scalar_type().intern() == ScalarType.Double ? ScalarType.Double : ScalarType.Float;
+        Tensor x = logits.reshape(rows, v).to(dt);
         if ((float) cfg.temperature() != 1f) x = x.div(new Scalar((double) (float) cfg.temperature()));
-        Tensor m = mask.reshape(rows).to(ScalarType.Float);
+        Tensor m = mask.reshape(rows).to(dt);
         Tensor valid = m.gt(new Scalar(0.0));
         Tensor zero = torch.zeros_like(m);
         Tensor y = labels.reshape(rows).to(ScalarType.Long).clamp_min(new Scalar(0));  // masked rows may hold -100
@@ -57,8 +59,8 @@ public final class EagerPolicyLoss {
         boolean needH = cfg.entropyCoef() != 0
                 || (cfg.clipMode() == ClipMode.AEPO_STOP_GRADIENT && aepoEntropyThreshold != Float.NEGATIVE_INFINITY);
         Tensor h = needH ? lsm.exp().mul(lsm).sum(new long[] {-1}, false, new ScalarTypeOptional()).neg() : null;
-        Tensor old = torch.where(valid, oldLogprob.reshape(rows).to(ScalarType.Float), zero);
-        Tensor a = torch.where(valid, advantages.reshape(rows).to(ScalarType.Float), zero);
+        Tensor old = torch.where(valid, oldLogprob.reshape(rows).to(dt), zero);
+        Tensor a = torch.where(valid, advantages.reshape(rows).to(dt), zero);
 
         Tensor d = torch.clamp(lp.sub(old), opt(-20.0), opt(20.0));
         if (cfg.clipMode().isGspo()) {
@@ -97,7 +99,7 @@ public final class EagerPolicyLoss {
             loss = torch.where(a.lt(new Scalar(0.0)), torch.minimum(loss, cap), loss);
         }
         if (cfg.klType() != KlType.NONE) {
-            Tensor kappa = torch.where(valid, refLogprob.reshape(rows).to(ScalarType.Float), zero).sub(lp);
+            Tensor kappa = torch.where(valid, refLogprob.reshape(rows).to(dt), zero).sub(lp);
             Tensor kl = switch (cfg.klType()) {
                 case K1 -> kappa.neg();
                 case K2 -> kappa.mul(kappa).mul(new Scalar(0.5));
@@ -123,10 +125,10 @@ public final class EagerPolicyLoss {
         } else {
             Tensor ids = seqIds.reshape(rows).to(ScalarType.Long);
             Tensor idc = ids.clamp_min(new Scalar(0));
-            Tensor has = ids.ge(new Scalar(0)).to(ScalarType.Float);
+            Tensor has = ids.ge(new Scalar(0)).to(m.scalar_type());
             len = torch.index_add(torch.zeros_like(m), 0, idc, m);
             Tensor count = torch.index_add(torch.zeros_like(m), 0, idc, has);
-            norm = agg == LossAgg.SEQ_MEAN_TOKEN_SUM_NORM ? count.max() : len.gt(new Scalar(0.0)).to(ScalarType.Float).sum();
+            norm = agg == LossAgg.SEQ_MEAN_TOKEN_SUM_NORM ? count.max() : len.gt(new Scalar(0.0)).to(m.scalar_type()).sum();
             if (agg == LossAgg.SEQ_MEAN_TOKEN_MEAN) len = len.index_select(0, idc);
         }
         if (cfg.aggNormalizer() > 0) norm = torch.zeros_like(norm).add(new Scalar(cfg.aggNormalizer()));

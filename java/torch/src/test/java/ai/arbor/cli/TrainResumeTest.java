@@ -45,18 +45,21 @@ class TrainResumeTest {
         Path whole = dir.resolve("whole"), killed = dir.resolve("killed");
         int rows = SFT_STEPS + 2 + RL_STEPS + 2;   // sft, eval before (sampled, greedy), rl, eval after
 
-        // the run that is never interrupted
-        assertEquals(0, child(whole, TrainCommandTest.concat(ARGS, "--out", whole.toString())).waitFor(), "the uninterrupted run");
+        // the run that is never interrupted, and how long it ran on after each of its rows
+        Process w = child(whole, TrainCommandTest.concat(ARGS, "--out", whole.toString()));
+        long[] after = timeLeftAfterRows(w, whole.resolve("metrics.jsonl"), rows);
+        assertEquals(0, w.exitValue(), "the uninterrupted run");
 
         // started, killed at a random row of its log (plus a random delay: mid-step, mid-checkpoint), resumed, killed again, resumed
         int kills = 0;
         Process p = child(killed, TrainCommandTest.concat(ARGS, "--out", killed.toString()));
         for (int k = 0; k < 2; k++) {
-            // the first kill in SFT, the second in the first evaluation or RL (before the last RL row: the run cannot finish first)
-            // (the second at most at RL step RL_STEPS - 2: on an idle machine the last steps and the final evaluation
-            // take less than the random delay, and the run would finish before the kill)
+            // the first kill in SFT, the second in the first evaluation or RL (at most at RL step RL_STEPS - 2), each after
+            // a random delay of up to 400 ms but less than half the time the uninterrupted run took after that row: on a
+            // fast machine the last RL steps and the final evaluation take less than 400 ms, and the run finished before
+            // the second kill (seed 11259163425193 on a Zen 4: row 29 + 331 ms)
             int row = k == 0 ? 1 + rnd.nextInt(SFT_STEPS) : SFT_STEPS + 1 + rnd.nextInt(2 + RL_STEPS - 2);
-            long delayMs = rnd.nextInt(400);
+            long delayMs = rnd.nextInt((int) Math.max(1, Math.min(400, after[row - 1] / 2)));
             System.out.println("kill " + (k + 1) + ": at metrics row " + row + " + " + delayMs + " ms");
             waitForRows(p, killed.resolve("metrics.jsonl"), row);
             Thread.sleep(delayMs);
@@ -109,6 +112,31 @@ class TrainResumeTest {
         cmd.addAll(List.of(args));
         Path log = out.resolveSibling(out.getFileName() + ".log");
         return new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
+    }
+
+    /**
+     * Waits for {@code p} to end, watching {@code metrics}: element i of the result is how many milliseconds it ran on
+     * after its row i + 1 appeared ({@code rows} rows).
+     */
+    static long[] timeLeftAfterRows(Process p, Path metrics, int rows) throws Exception {
+        long[] seen = new long[rows];
+        int n = 0;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(300);
+        while (p.isAlive() && System.nanoTime() < deadline) {
+            if (Files.exists(metrics)) {
+                long now = System.nanoTime(), lines = Files.readString(metrics).chars().filter(c -> c == '\n').count();
+                for (; n < Math.min(lines, rows); n++) seen[n] = now;
+            }
+            Thread.sleep(5);
+        }
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS), "the uninterrupted run ended");
+        long end = System.nanoTime();
+        long lines = Files.readString(metrics).chars().filter(c -> c == '\n').count();
+        assertEquals(rows, lines, "the uninterrupted run's rows");
+        for (; n < rows; n++) seen[n] = end;  // rows written as it ended
+        long[] after = new long[rows];
+        for (int i = 0; i < rows; i++) after[i] = (end - seen[i]) / 1_000_000;
+        return after;
     }
 
     /** Waits until {@code metrics} has {@code rows} complete lines (or the process has ended). */

@@ -191,14 +191,14 @@ struct ScalarIsa {
     template <class Tag, class OTag>
     static void grad_kept(const typename Tag::T* row, const float* keep, const ChunkMass* chunks, int64_t n,
                           int64_t ncols, float inv_t, float lse, float H, float g_lp, float g_H, int64_t label,
-                          typename OTag::T* out, bool stream, const typename Tag::T* next = nullptr) {
-        scalar::row_grad_kept<Tag, OTag>(row, keep, chunks, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
+                          typename OTag::T* out, bool stream, const typename Tag::T* next = nullptr, float lse_lo = 0.0f) {
+        scalar::row_grad_kept<Tag, OTag>(row, keep, chunks, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next, lse_lo);
     }
     template <class Tag, class OTag>
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
                      float g_H, int64_t label, typename OTag::T* out, bool stream,
-                     const typename Tag::T* next = nullptr) {
-        scalar::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
+                     const typename Tag::T* next = nullptr, float lse_lo = 0.0f) {
+        scalar::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next, lse_lo);
     }
     template <class OTag>
     static void fill(typename OTag::T* out, int64_t n, float v, bool stream) { scalar::row_fill<OTag>(out, n, v, stream); }
@@ -260,15 +260,15 @@ struct Avx2Isa {
     __attribute__((target("avx2,fma,f16c")))
     static void grad_kept(const typename Tag::T* row, const float* keep, const ChunkMass* chunks, int64_t n,
                           int64_t ncols, float inv_t, float lse, float H, float g_lp, float g_H, int64_t label,
-                          typename OTag::T* out, bool stream, const typename Tag::T* next = nullptr) {
-        avx2::row_grad_kept<Tag, OTag>(row, keep, chunks, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
+                          typename OTag::T* out, bool stream, const typename Tag::T* next = nullptr, float lse_lo = 0.0f) {
+        avx2::row_grad_kept<Tag, OTag>(row, keep, chunks, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next, lse_lo);
     }
     template <class Tag, class OTag>
     __attribute__((target("avx2,fma,f16c")))
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
                      float g_H, int64_t label, typename OTag::T* out, bool stream,
-                     const typename Tag::T* next = nullptr) {
-        avx2::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
+                     const typename Tag::T* next = nullptr, float lse_lo = 0.0f) {
+        avx2::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next, lse_lo);
     }
     template <class OTag>
     __attribute__((target("avx2,fma,f16c")))
@@ -336,15 +336,15 @@ struct Avx512Isa {
     __attribute__((target(ARBOR_AVX512_TARGET)))
     static void grad_kept(const typename Tag::T* row, const float* keep, const ChunkMass* chunks, int64_t n,
                           int64_t ncols, float inv_t, float lse, float H, float g_lp, float g_H, int64_t label,
-                          typename OTag::T* out, bool stream, const typename Tag::T* next = nullptr) {
-        avx512::row_grad_kept<Tag, OTag>(row, keep, chunks, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
+                          typename OTag::T* out, bool stream, const typename Tag::T* next = nullptr, float lse_lo = 0.0f) {
+        avx512::row_grad_kept<Tag, OTag>(row, keep, chunks, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next, lse_lo);
     }
     template <class Tag, class OTag>
     __attribute__((target(ARBOR_AVX512_TARGET)))
     static void grad(const typename Tag::T* row, int64_t n, int64_t ncols, float inv_t, float lse, float H, float g_lp,
                      float g_H, int64_t label, typename OTag::T* out, bool stream,
-                     const typename Tag::T* next = nullptr) {
-        avx512::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next);
+                     const typename Tag::T* next = nullptr, float lse_lo = 0.0f) {
+        avx512::row_grad<Tag, OTag>(row, n, ncols, inv_t, lse, H, g_lp, g_H, label, out, stream, next, lse_lo);
     }
     template <class OTag>
     __attribute__((target(ARBOR_AVX512_TARGET)))

@@ -239,6 +239,7 @@ static int policy_loss(const arbor_policy_loss_config& c, Operands& op, int64_t 
     std::atomic<int> bad_label{0};
     // The per-token loss (O(rows)) of rows [rb, re), exactly as the fused policy loss computes it.
     float *lse = sc.f(l.lse), *ent = sc.f(l.ent), *lpr = sc.f(l.lp), *glp = sc.f(l.glp), *gh = sc.f(l.gh);
+    const double *M = sc.d(l.m), *S = sc.d(l.s);  // pass 1's row statistics (the label column's exact lse)
     float* parts = arbor_pl::carve(sc.base, rows, 0).parts;
     auto token_losses = [&](int64_t rb, int64_t re) {
         for (int64_t r = rb; r < re; ++r) {
@@ -291,8 +292,11 @@ static int policy_loss(const arbor_policy_loss_config& c, Operands& op, int64_t 
                 }
                 const int64_t y = read_label(labels, label_dtype, r);
                 const int64_t yl = (y >= v0 && y < v0 + tv) ? y - v0 : -1;
-                // the token-stats backward row; the tile stays in cache: no streaming stores
-                Isa::template grad<Tag, Tag>(row, tv, tv, inv_t, lse[r], ent[r], glp[r], gh[r], yl, row, false);
+                // the token-stats backward row, the label column's d_y against lse + what its fp32 value lost; the tile
+                // stays in cache: no streaming stores
+                const float lse_lo = yl >= 0 ? (float)((M[r] + log(S[r])) - (double)lse[r]) : 0.0f;
+                Isa::template grad<Tag, Tag>(row, tv, tv, inv_t, lse[r], ent[r], glp[r], gh[r], yl, row, false, nullptr,
+                                             lse_lo);
             }
         });
         if (gh_out != nullptr)  // dh_b (+)= G W_v

@@ -195,7 +195,7 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
             const typename Tag::T* row = logits + r * row_stride;
             const int64_t y = read_label(labels, label_dtype, r);
             arbor_pl::Token t;
-            float lp = NAN, h = NAN, lse = NAN;
+            float lp = NAN, h = NAN, lse = NAN, lse_lo = 0.0f;
             if (y < 0 || y >= vocab_limit) {
                 bad_label.store(1, std::memory_order_relaxed);
                 arbor_pl::token_nan(t);
@@ -204,6 +204,7 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
                 const RowStats st = keep ? Isa::template stats_keep<Tag>(row, vocab_limit, inv_t, chunks.get(), keep)
                                          : Isa::template stats<Tag>(row, vocab_limit, inv_t);
                 lse = st.max + st.log_sum;
+                lse_lo = (float)(((double)st.max + (double)st.log_sum) - (double)lse);  // what the fp32 lse lost
                 h = st.entropy;
                 lp = (Tag::to_f32(row[y]) * inv_t - st.max) - st.log_sum;
                 const float ref = ref_logprob ? ref_logprob[r] : 0.0f;
@@ -220,13 +221,15 @@ static int fused_typed(const arbor_policy_loss_config& c, const typename Tag::T*
                 continue;
             }
             // The gradient of arbor_cpu_token_stats_bwd, its p_j formed from the kept exps (within ~2 ulp of that
-            // backward's); the next row this thread reads arrives in L2 meanwhile.
+            // backward's), the label column's d_y against lse + lse_lo; the next row this thread reads arrives in L2
+            // meanwhile.
             const typename Tag::T* next = prefetch && r + 1 < end && mask[r + 1] > 0.0f ? row + row_stride : nullptr;
             if (keep)
                 Isa::template grad_kept<Tag, OTag>(row, keep, chunks.get(), vocab_limit, vocab, inv_t, lse, h, t.g_lp,
-                                                   t.g_h, y, out, stream, next);
+                                                   t.g_h, y, out, stream, next, lse_lo);
             else
-                Isa::template grad<Tag, OTag>(row, vocab_limit, vocab, inv_t, lse, h, t.g_lp, t.g_h, y, out, stream, next);
+                Isa::template grad<Tag, OTag>(row, vocab_limit, vocab, inv_t, lse, h, t.g_lp, t.g_h, y, out, stream, next,
+                                              lse_lo);
         }
     });
     return bad_label.load() ? ARBOR_ERR_LABEL : ARBOR_OK;

@@ -292,6 +292,52 @@ class PolicyLossTest {
         System.out.printf("  worst error / tolerance = %.3f%n", worst);
     }
 
+    /**
+     * A confident token's label gradient, g_y = g_lp (1 - p_y) with 1 - p_y from 1e-6 to 1e-3, against double at logits
+     * ~ 20 and ~ 1000: its error does not grow with the logits' size. Formed against the fp32 lse, d_y was off by up to
+     * half an ulp of lse (9.5e-7 at 20, 3.1e-5 at 1000: fifty times 1 - p_y); against lse + what its fp32 value lost,
+     * and with 1 - p_y as -expm1(d_y), what is left is the statistics' fp32 sum S = 1 + the rest, whose lane holding the
+     * max adds the rest's terms to 1 and drops those below half an ulp (on this test's rows up to 6 % of 1 - p_y on the
+     * AVX-512 path, 13 % AVX2, 27 % scalar, whose four lanes put a quarter of the terms in the max's; allowed: half).
+     * T = 1: at T != 1 the vector paths form z - m as one fused
+     * x (1/T) - m, so the max column's e^{d} carries the product's rounding (up to half an ulp of z) into S, which this
+     * does not remove (docs/kernels.md). Every CPU path, one chunk and several (the kept-exps gradient's s_c too).
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("ai.arbor.kernels.Kernels#cpuIsas")
+    void aConfidentTokensLabelGradientKeepsItsRelativePrecision(String isa) {
+        Kernels.forceCpuIsa(isa);
+        Random rnd = new Random(20261208);
+        double worst = 0;
+        for (int vocab : new int[] {1000, 5000})
+            for (double level : new double[] {20, 1000})
+                for (double spread : new double[] {20.7, 16, 13}) {  // 1 - p_y ~ 0.6 e^{-(spread - ln V)}: 1e-6 .. 1e-3
+                    int y = 1 + rnd.nextInt(vocab - 2);
+                    float[] x = new float[vocab];
+                    x[y] = (float) (level + rnd.nextDouble());
+                    for (int j = 0; j < vocab; j++)
+                        if (j != y) x[j] = (float) (x[y] - (spread + Math.log(vocab / 1000.0) + rnd.nextDouble()));
+                    double q = 0;  // Σ_{j != y} p_j / p_y in double
+                    for (int j = 0; j < vocab; j++)
+                        if (j != y) q += Math.exp((double) x[j] - x[y]);
+                    double oneMinusPy = q / (1 + q), lp = -Math.log1p(q);
+                    PolicyLossConfig cfg = PolicyLossConfig.builder().build();  // T 1
+                    float[] g = new float[vocab];
+                    PolicyLoss.forwardBackward(cfg, x, 1, vocab, new int[] {y}, new float[] {(float) lp}, new float[] {1f},
+                            new float[] {1f}, null, null, g);
+                    // g_lp = -A r / N = -1 (ratio 1 to ~1e-7): g_y = -(1 - p_y), g_j = p_j
+                    double ref = -oneMinusPy, err = Math.abs(g[y] - ref) / oneMinusPy;
+                    String where = isa + " V " + vocab + " x_y " + x[y] + " 1 - p_y " + oneMinusPy;
+                    assertTrue(err <= 0.5, where + ": g_y " + g[y] + " vs " + ref + " (relative error " + err + ")");
+                    int j = y == 0 ? 1 : y - 1;
+                    double pj = Math.exp((double) x[j] - x[y]) / (1 + q);
+                    // (p_j = e_j / S: S's dropped terms, up to half of 1 - p_y as above, are relative to S ~ 1)
+                    assertEquals(pj, g[j], (1e-5 + 0.5 * oneMinusPy) * pj, where + ": g_" + j);
+                    worst = Math.max(worst, err);
+                }
+        System.out.printf("  %s: worst relative error of a confident label's 1 - p_y %.3f%n", isa, worst);
+    }
+
     @ParameterizedTest(name = "{0}")
     @MethodSource("ai.arbor.kernels.Kernels#cpuIsas")
     void everyCpuIsaMatchesTheReferenceToo(String isa) {

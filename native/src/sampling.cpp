@@ -705,7 +705,8 @@ static void top_p_select(const float* z, const int64_t* w, const uint16_t* bin, 
 // held has z < ns.thr) and its estimate R of the rejected columns' mass. The held columns' exact masses (the integers
 // of smath::mass_of) sum to W; the rejected columns' exact masses sum to within [R - eps, R + eps] (in units of
 // e^{zmax}, less one unit of 2^-40 per column for the truncation), eps bounding the exps' errors and the roundings of
-// their arguments: per column |d_ref - d| <= u (|d_ref| + |d| + |z| for a fused x inv_t), |d| <= |d_ref| + (zmax - m_ref),
+// their arguments: per column |d_ref - d| <= u (|d_ref| + |d| + |z| at T != 1: room for a fused x inv_t - m, though the
+// statistics pass now rounds the product first), |d| <= |d_ref| + (zmax - m_ref),
 // so eps <= R (E_fast + E_own) + u (2 D + Q + [inv_t != 1] (|zmax| + 88) R), R's own summation within 7 u,
 // all with 1 % of room. So the total lies in [W + R_lo, W + R_hi] and the target in [ceil(p T_lo), ceil(p T_hi)].
 // Where both targets pick the same held value tau >= ns.thr, that is the exact threshold (held and row agree from

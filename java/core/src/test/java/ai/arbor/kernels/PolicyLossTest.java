@@ -174,13 +174,17 @@ class PolicyLossTest {
      * of d_j (and of z_j − m_c), an absolute error of up to 2^-24 |d| in the exponent: |d| < 104 where p_j ≥ 2^-150,
      * so a relative 2^-24 · 128 twice plus a few ulp, < 2e-5; then each rounded to the gradient's dtype (one ulp of
      * it apart at most, and f16's denormal step absolute). Tolerance: 2e-5 relative, that ulp, and 1e-37 absolute (p
-     * near FLT_MIN, 0 on one side of the cut and not on the other).
+     * near FLT_MIN, 0 on one side of the cut and not on the other). The label columns are left out: the fused kernel
+     * forms d_y against lse plus what its fp32 value lost, which the composable backward, given only the fp32 lse,
+     * cannot (a confident token's g_y then differs by up to half an ulp of lse relative to its 1 - p_y); each is
+     * checked against the double reference instead (assertMatches; TokenStatsTest for the backward).
      */
-    static void assertCloseToComposable(float[] fused, float[] composable, DType dt, String where) {
+    static void assertCloseToComposable(float[] fused, float[] composable, DType dt, int[] labels, int vocab, String where) {
         assertEquals(composable.length, fused.length, where + ": length");
         double rounding = dt == DType.F32 ? 0 : dt == DType.BF16 ? 0x1p-7 : 0x1p-10;  // one ulp of the dtype, relative
         double absolute = dt == DType.F16 ? 0x1p-24 : 1e-37;
         for (int i = 0; i < fused.length; i++) {
+            if (labels[i / vocab] == i % vocab) continue;
             float a = fused[i], b = composable[i];
             if (Float.floatToIntBits(a) == Float.floatToIntBits(b)) continue;
             double m = Math.max(Math.abs(a), Math.abs(b));
@@ -287,21 +291,21 @@ class PolicyLossTest {
             PolicyLossResult res2 = PolicyLoss.forwardBackwardComposable(cfg, k.logits, rows, vocab, k.labels, k.old,
                     k.adv, k.mask, refFor(cfg, k), seqIdsFor(cfg, k), g2);
             assertEquals(res, res2, where + ": composable vs fused result");
-            assertCloseToComposable(g, g2, DType.F32, where + ": composable vs fused gradient");
+            assertCloseToComposable(g, g2, DType.F32, k.labels, vocab, where + ": composable vs fused gradient");
         }
         System.out.printf("  worst error / tolerance = %.3f%n", worst);
     }
 
     /**
-     * A confident token's label gradient, g_y = g_lp (1 - p_y) with 1 - p_y from 1e-6 to 1e-3, against double at logits
-     * ~ 20 and ~ 1000: its error does not grow with the logits' size. Formed against the fp32 lse, d_y was off by up to
-     * half an ulp of lse (9.5e-7 at 20, 3.1e-5 at 1000: fifty times 1 - p_y); against lse + what its fp32 value lost,
-     * and with 1 - p_y as -expm1(d_y), what is left is the statistics' fp32 sum S = 1 + the rest, whose lane holding the
-     * max adds the rest's terms to 1 and drops those below half an ulp (on this test's rows up to 6 % of 1 - p_y on the
-     * AVX-512 path, 13 % AVX2, 27 % scalar, whose four lanes put a quarter of the terms in the max's; allowed: half).
-     * T = 1: at T != 1 the vector paths form z - m as one fused
-     * x (1/T) - m, so the max column's e^{d} carries the product's rounding (up to half an ulp of z) into S, which this
-     * does not remove (docs/kernels.md). Every CPU path, one chunk and several (the kept-exps gradient's s_c too).
+     * A confident token's label gradient, g_y = g_lp (1 - p_y) / T with 1 - p_y from 1e-6 to 1e-3, against double at
+     * logits ~ 20 and ~ 1000: its error does not grow with the logits' size. Formed against the fp32 lse, d_y was off by
+     * up to half an ulp of lse (9.5e-7 at 20, 3.1e-5 at 1000: fifty times 1 - p_y); at T != 1 the vector paths' fused
+     * x (1/T) - m also left the max column's e^{d} = e^δ, δ up to half an ulp of z, in S. Against lse + what its fp32
+     * value lost, with 1 - p_y as -expm1(d_y) and z - m from the rounded product, what is left is the statistics' fp32
+     * sum S = 1 + the rest, whose lane holding the max adds the rest's terms to 1 and drops those below half an ulp (on
+     * this test's rows up to 6 % of 1 - p_y on the AVX-512 path, 13 % AVX2, 27 % scalar, whose four lanes put a quarter of
+     * the terms in the max's; allowed: half). Every CPU path, T 1 and 0.7, one chunk and several (the kept-exps
+     * gradient's s_c too). The reference takes the kernels' z, the rounded products x (1/T).
      */
     @ParameterizedTest(name = "{0}")
     @MethodSource("ai.arbor.kernels.Kernels#cpuIsas")
@@ -311,30 +315,32 @@ class PolicyLossTest {
         double worst = 0;
         for (int vocab : new int[] {1000, 5000})
             for (double level : new double[] {20, 1000})
-                for (double spread : new double[] {20.7, 16, 13}) {  // 1 - p_y ~ 0.6 e^{-(spread - ln V)}: 1e-6 .. 1e-3
-                    int y = 1 + rnd.nextInt(vocab - 2);
-                    float[] x = new float[vocab];
-                    x[y] = (float) (level + rnd.nextDouble());
-                    for (int j = 0; j < vocab; j++)
-                        if (j != y) x[j] = (float) (x[y] - (spread + Math.log(vocab / 1000.0) + rnd.nextDouble()));
-                    double q = 0;  // Σ_{j != y} p_j / p_y in double
-                    for (int j = 0; j < vocab; j++)
-                        if (j != y) q += Math.exp((double) x[j] - x[y]);
-                    double oneMinusPy = q / (1 + q), lp = -Math.log1p(q);
-                    PolicyLossConfig cfg = PolicyLossConfig.builder().build();  // T 1
-                    float[] g = new float[vocab];
-                    PolicyLoss.forwardBackward(cfg, x, 1, vocab, new int[] {y}, new float[] {(float) lp}, new float[] {1f},
-                            new float[] {1f}, null, null, g);
-                    // g_lp = -A r / N = -1 (ratio 1 to ~1e-7): g_y = -(1 - p_y), g_j = p_j
-                    double ref = -oneMinusPy, err = Math.abs(g[y] - ref) / oneMinusPy;
-                    String where = isa + " V " + vocab + " x_y " + x[y] + " 1 - p_y " + oneMinusPy;
-                    assertTrue(err <= 0.5, where + ": g_y " + g[y] + " vs " + ref + " (relative error " + err + ")");
-                    int j = y == 0 ? 1 : y - 1;
-                    double pj = Math.exp((double) x[j] - x[y]) / (1 + q);
-                    // (p_j = e_j / S: S's dropped terms, up to half of 1 - p_y as above, are relative to S ~ 1)
-                    assertEquals(pj, g[j], (1e-5 + 0.5 * oneMinusPy) * pj, where + ": g_" + j);
-                    worst = Math.max(worst, err);
-                }
+                for (float t : new float[] {1f, 0.7f})
+                    for (double spread : new double[] {20.7, 16, 13}) {  // 1 - p_y ~ 0.6 e^{-(spread - ln V)}: 1e-6 .. 1e-3
+                        float inv = 1f / t;
+                        int y = 1 + rnd.nextInt(vocab - 2);
+                        float[] x = new float[vocab];
+                        x[y] = (float) (level + rnd.nextDouble());
+                        for (int j = 0; j < vocab; j++)
+                            if (j != y) x[j] = (float) (x[y] - t * (spread + Math.log(vocab / 1000.0) + rnd.nextDouble()));
+                        double q = 0;  // Σ_{j != y} p_j / p_y in double, over the rounded products z = x (1/T)
+                        for (int j = 0; j < vocab; j++)
+                            if (j != y) q += Math.exp((double) (x[j] * inv) - (double) (x[y] * inv));
+                        double oneMinusPy = q / (1 + q), lp = -Math.log1p(q);
+                        PolicyLossConfig cfg = PolicyLossConfig.builder().temperature(t).build();
+                        float[] g = new float[vocab];
+                        PolicyLoss.forwardBackward(cfg, x, 1, vocab, new int[] {y}, new float[] {(float) lp},
+                                new float[] {1f}, new float[] {1f}, null, null, g);
+                        // g_lp = -A r / N = -1 (ratio 1 to ~1e-7): g_y = -(1 - p_y) / T, g_j = p_j / T
+                        double ref = -oneMinusPy * inv, err = Math.abs(g[y] - ref) / Math.abs(ref);
+                        String where = isa + " V " + vocab + " x_y " + x[y] + " T " + t + " 1 - p_y " + oneMinusPy;
+                        assertTrue(err <= 0.5, where + ": g_y " + g[y] + " vs " + ref + " (relative error " + err + ")");
+                        int j = y == 0 ? 1 : y - 1;
+                        double pj = Math.exp((double) (x[j] * inv) - (double) (x[y] * inv)) / (1 + q);
+                        // (p_j = e_j / S: S's dropped terms, up to half of 1 - p_y as above, are relative to S ~ 1)
+                        assertEquals(pj * inv, g[j], (1e-5 + 0.5 * oneMinusPy) * pj * inv, where + ": g_" + j);
+                        worst = Math.max(worst, err);
+                    }
         System.out.printf("  %s: worst relative error of a confident label's 1 - p_y %.3f%n", isa, worst);
     }
 
@@ -792,7 +798,7 @@ class PolicyLossTest {
         PolicyLossResult rq = PolicyLoss.forwardBackward(aepoQ, k.logits, rows, vocab, k.labels, k.old, k.adv, k.mask, null, null, gq);
         PolicyLossResult rc = PolicyLoss.forwardBackwardComposable(aepoQ, k.logits, rows, vocab, k.labels, k.old, k.adv, k.mask, null, null, gc);
         assertEquals(rq, rc);
-        assertCloseToComposable(gq, gc, DType.F32, "AEPO q = 0.3: fused vs composable gradient");
+        assertCloseToComposable(gq, gc, DType.F32, k.labels, vocab, "AEPO q = 0.3: fused vs composable gradient");
         PolicyLoss.forwardBackward(ppo, k.logits, rows, vocab, k.labels, k.old, k.adv, k.mask, null, null, gp);
         float[] h = new float[rows];
         boolean[] valid = new boolean[rows];
@@ -903,8 +909,8 @@ class PolicyLossTest {
                 TokenStats.backward(view, in.labels(), DType.I32, (float) cfg.temperature(), MemRef.of(mb), MemRef.of(lse),
                         MemRef.of(h), MemRef.of(glp), MemRef.of(gh), MemRef.of(gb2), dt, vocab, 0);
                 assertEquals(res2, res, where + ": composable vs fused result");
-                assertCloseToComposable(Logits.read(gb, dt, rows * vocab), Logits.read(gb2, dt, rows * vocab), dt,
-                        where + ": composable vs fused gradient");
+                assertCloseToComposable(Logits.read(gb, dt, rows * vocab), Logits.read(gb2, dt, rows * vocab), dt, k.labels,
+                        vocab, where + ": composable vs fused gradient");
                 int masked = 0;
                 for (int r = 0; r < rows; r++) {
                     if (k.mask[r] > 0) continue;
@@ -969,7 +975,7 @@ class PolicyLossTest {
                 PolicyLossResult res2 = PolicyLoss.forwardBackwardComposable(cfg, k.logits, rows, vocab, k.labels, k.old,
                         k.adv, k.mask, null, null, g2);
                 assertEquals(res, res2, where + ": composable vs fused result");
-                assertCloseToComposable(g, g2, DType.F32, where + ": composable vs fused gradient");
+                assertCloseToComposable(g, g2, DType.F32, k.labels, vocab, where + ": composable vs fused gradient");
                 assertMatches(cfg, k, reference(cfg, k, null, Double.NEGATIVE_INFINITY), res, g, where);
                 for (int r = 1; r < rows; r += 4) {  // the far chunks of a +100 peak: exactly zero
                     if (!(k.mask[r] > 0)) continue;
@@ -1040,7 +1046,8 @@ class PolicyLossTest {
             TokenStats.backward(view, in.labels(), DType.I64, 1.3f, MemRef.of(mb), MemRef.of(lse2), MemRef.of(h2),
                     MemRef.of(glp2), MemRef.of(gh2), MemRef.of(gb2), DType.F32, stride, 0);
             assertEquals(res, res2, dt + ": composable vs fused (memory)");
-            assertCloseToComposable(g, Logits.floats(gb2, rows * stride), DType.F32, dt + ": composable vs fused gradient (memory)");
+            assertCloseToComposable(g, Logits.floats(gb2, rows * stride), DType.F32, k.labels, stride,
+                    dt + ": composable vs fused gradient (memory)");
             // in place over the logits (the logits' dtype) = out of place in that dtype, bit for bit
             ByteBuffer out = Logits.direct(new float[rows * stride], dt);
             PolicyLoss.forwardBackward(cfg, view, in, MemRef.of(out), dt, stride, null, null, 0);

@@ -143,7 +143,9 @@ __device__ __forceinline__ SoftmaxState block_merge(SoftmaxState st) {
     return warp_merge(st);
 }
 
-// Softmax statistics of z = row[0:n] * inv_t computed by the whole block (one read of the row).
+// Softmax statistics of z = row[0:n] * inv_t computed by the whole block (one read of the row). The products are
+// __fmul_rn: rounded, never merged into an FMA with the z - m that follows (the CPU kernels' zrel, the label's
+// log-prob and the max take the rounded product).
 // `vec_ok`: the row start is 16-byte aligned, so the vector path may be used.
 template <class E>
 __device__ SoftmaxState block_row_stats(const typename E::T* row, int64_t n, float inv_t, bool vec_ok, bool& nan_out) {
@@ -155,11 +157,11 @@ __device__ SoftmaxState block_row_stats(const typename E::T* row, int64_t n, flo
         float x[VEC];
         load_vec<E, VEC>(row + i * VEC, x);
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) x[k] *= inv_t;
+        for (int k = 0; k < VEC; ++k) x[k] = __fmul_rn(x[k], inv_t);
         state_add<VEC>(st, x, VEC, nan);
     }
     for (int64_t j = nvec * VEC + threadIdx.x; j < n; j += blockDim.x) {
-        float x[1] = {E::to_f32(row[j]) * inv_t};
+        float x[1] = {__fmul_rn(E::to_f32(row[j]), inv_t)};
         state_add<1>(st, x, 1, nan);
     }
     nan_out = __syncthreads_or(nan) != 0;

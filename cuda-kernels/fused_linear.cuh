@@ -120,7 +120,7 @@ fl_stats_kernel(const float* __restrict__ tile, int64_t tr, int64_t tv, int64_t 
         if (threadIdx.x != 0) continue;
         if (labels != nullptr) {
             const int64_t y = read_label(labels, label_dtype, r);
-            if (y >= v0 && y < v0 + tv) zy[r] = row[y - v0] * inv_t;
+            if (y >= v0 && y < v0 + tv) zy[r] = __fmul_rn(row[y - v0], inv_t);
         }
         if (isnan(M[r])) continue;
         if (nan || st.m == INFINITY) {
@@ -221,7 +221,7 @@ fl_grad_kernel(float* tile, uint16_t* tile16, int64_t tr, int64_t tv, int64_t r0
         const float g_lp = glp[r], g_h = gh[r];
         const float a = -(g_lp + g_h * H) * inv_t, b = -g_h * inv_t;
         for (int64_t j = threadIdx.x; j < tv; j += blockDim.x) {
-            const float g = grad_elem(row[j] * inv_t, L, H, a, b, g_lp, g_h, inv_t, j == yl);
+            const float g = grad_elem(__fmul_rn(row[j], inv_t), L, H, a, b, g_lp, g_h, inv_t, j == yl);
             if (row16) row16[j] = BF16::from_f32(g);
             else row[j] = g;
         }

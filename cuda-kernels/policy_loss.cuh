@@ -225,7 +225,7 @@ pl_fused_kernel(arbor_policy_loss_config c, const typename E::T* logits, int64_t
             // Statistics exactly as token_stats_fwd_kernel computes them.
             bool nan;
             const SoftmaxState st = block_row_stats<E>(row, vocab_limit, inv_t, vec_ok, nan);
-            if (threadIdx.x == 0) s_zy = E::to_f32(row[y]) * inv_t;
+            if (threadIdx.x == 0) s_zy = __fmul_rn(E::to_f32(row[y]), inv_t);
             __syncthreads();  // the label logit is read before any thread writes the gradient
             const bool ok = !nan && st.m != -INFINITY && st.m != INFINITY;
             const float log_s = logf(st.s);
@@ -257,11 +257,11 @@ pl_fused_kernel(arbor_policy_loss_config c, const typename E::T* logits, int64_t
             float x[VEC];
             load_vec<E, VEC>(row + i * VEC, x);
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) x[k] = grad_elem(x[k] * inv_t, lse, H, a, b, g_lp, g_h, inv_t, i * VEC + k == y);
+            for (int k = 0; k < VEC; ++k) x[k] = grad_elem(__fmul_rn(x[k], inv_t), lse, H, a, b, g_lp, g_h, inv_t, i * VEC + k == y);
             store_vec<O, VEC>(out + i * VEC, x);
         }
         for (int64_t j = nvec * VEC + threadIdx.x; j < vocab_limit; j += blockDim.x)
-            out[j] = O::from_f32(grad_elem(E::to_f32(row[j]) * inv_t, lse, H, a, b, g_lp, g_h, inv_t, j == y));
+            out[j] = O::from_f32(grad_elem(__fmul_rn(E::to_f32(row[j]), inv_t), lse, H, a, b, g_lp, g_h, inv_t, j == y));
         for (int64_t j = vocab_limit + threadIdx.x; j < vocab; j += blockDim.x) out[j] = O::from_f32(0.0f);
     }
 }

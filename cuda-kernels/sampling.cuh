@@ -285,7 +285,7 @@ sample_kernel(const typename E::T* __restrict__ logits, int64_t rows, int64_t ro
             else ((int64_t*)tokens)[r] = y;
             // exactly token_stats_fwd_kernel's expressions for label y
             const float log_s = logf(st.s);
-            const float lp = (E::to_f32(row[y]) * inv_t - st.m) - log_s;
+            const float lp = (__fmul_rn(E::to_f32(row[y]), inv_t) - st.m) - log_s;
             if (logprob) logprob[r] = lp;
             if (entropy) entropy[r] = log_s - st.u / st.s;
             if (logprob_sampled)

@@ -39,7 +39,7 @@ token_stats_fwd_kernel(const typename E::T* __restrict__ logits, int64_t rows, i
             if (entropy) entropy[r] = ok ? log_s - st.u / st.s : NAN;
             if (logprob) {
                 const int64_t y = read_label(labels, label_dtype, r);
-                logprob[r] = (ok && y >= 0 && y < vocab_limit) ? (E::to_f32(row[y]) * inv_t - st.m) - log_s : NAN;
+                logprob[r] = (ok && y >= 0 && y < vocab_limit) ? (__fmul_rn(E::to_f32(row[y]), inv_t) - st.m) - log_s : NAN;
             }
         }
     }
@@ -107,11 +107,11 @@ token_stats_bwd_kernel(const typename E::T* logits, int64_t rows, int64_t vocab,
             load_vec<E, VEC>(row + i * VEC, x);
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
-                x[k] = grad_elem(x[k] * inv_t, lse, H, a, b, g_lp, g_h, inv_t, i * VEC + k == y);
+                x[k] = grad_elem(__fmul_rn(x[k], inv_t), lse, H, a, b, g_lp, g_h, inv_t, i * VEC + k == y);
             store_vec<O, VEC>(out + i * VEC, x);
         }
         for (int64_t j = nvec * VEC + threadIdx.x; j < vocab_limit; j += blockDim.x)
-            out[j] = O::from_f32(grad_elem(E::to_f32(row[j]) * inv_t, lse, H, a, b, g_lp, g_h, inv_t, j == y));
+            out[j] = O::from_f32(grad_elem(__fmul_rn(E::to_f32(row[j]), inv_t), lse, H, a, b, g_lp, g_h, inv_t, j == y));
         for (int64_t j = vocab_limit + threadIdx.x; j < vocab; j += blockDim.x) out[j] = O::from_f32(0.0f);
     }
 }

@@ -161,9 +161,9 @@ class FusedLinearTest {
         for (int r = 0; r < p.rows; r++) valid[r] = p.mask[r] > 0;
         TokenStats.forward(logits, p.rows, p.vocab, p.vocabLimit, p.labels, (float) cfg.temperature(), valid, lpU, hU, null);
         // Each row's scale L = max(1, |z_max|, |lse|) (z = logits / T, in double): the kernels' log-probs, entropies and
-        // their backward's d_j = z_j - lse carry an absolute error up to ~2^-24 L from fp32 roundings at that scale
-        // (z_max = the rounded x (1/T), which the fused x (1/T) - m does not take for the max column; lse = m + log S
-        // rounded to fp32, which the backward subtracts), and the two paths round differently.
+        // their backward's d_j = z_j - lse carry an absolute error up to ~2^-24 L from fp32 roundings at that scale (the
+        // products z = x (1/T); lse = m + log S rounded to fp32, which the backward subtracts), and the two paths
+        // round differently (their logits differ in the last bits).
         float inv = (float) (1.0 / cfg.temperature());
         double[] scaleL = new double[p.rows], lse = new double[p.rows];
         double[][] prob = new double[p.rows][];
@@ -243,10 +243,10 @@ class FusedLinearTest {
         // the losses are weighted means of O(1) terms that may cancel: compared at that scale, not at their sum's
         assertClose(at + " loss", u.loss(), f.loss(), 1e-5, 0.1);
         assertClose(at + " pgLoss", u.pgLoss(), f.pgLoss(), 1e-5, 0.1);
-        // the kernels' entropy carries an absolute error up to ~6e-8 per row at T != 1 (the row max's exp is e^δ rounded to
-        // fp32, δ the rounding error of x·(1/T), which the fused x·(1/T) − m keeps and H's two terms do not cancel in
-        // fp32), and the fused and unfused logits differ in their last bits, so their errors differ: compared at that
-        // scale where the entropy is small (seed 4931388908756: H 4.86e-5 off by 6.7e-9 and 1.9e-8 of the double value)
+        // the kernels' entropy carries an absolute error of a few 1e-8 per row (fp32 sums, and H's two terms do not cancel
+        // in fp32; before 2b430e7, at T != 1, also the max column's e^δ, δ the rounding of x·(1/T)), and the fused and
+        // unfused logits differ in their last bits, so their errors differ: compared at that scale where the entropy is
+        // small (seed 4931388908756: H 4.86e-5 off by 6.7e-9 and 1.9e-8 of the double value)
         assertClose(at + " entropyMean", u.entropyMean(), f.entropyMean(), 1e-5, 2e-2);
         // approx KL is a mean of δ = logprob − old: its error is the log-probs' (fp32, ~1e-7 absolute), however small δ
         // is (seed 7022455477395: δ 0.0085, error 1.0e-7)

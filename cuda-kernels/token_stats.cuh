@@ -53,8 +53,8 @@ __device__ __forceinline__ float grad_elem(float z, float lse, float H, float a,
     const float d = z - lse, dc = fmaxf(d, ARBOR_EXP_LO);
     const float p = d >= ARBOR_EXP_LO ? __expf(dc) : 0.0f;
     if (!is_label) return p * fmaf(b, dc, a);
-    const float q = d >= ARBOR_EXP_LO ? -expm1f(d) : 1.0f;
-    return (g_lp * q - g_h * (d >= ARBOR_EXP_LO ? expf(d) : 0.0f) * (dc + H)) * inv_t;
+    const float q = d >= ARBOR_EXP_LO ? -expm1f(d) : 1.0f;  // 1 - p
+    return (g_lp * q - g_h * p * (dc + H)) * inv_t;
 }
 
 template <class E, class O>

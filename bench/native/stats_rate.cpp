@@ -5,6 +5,7 @@
 // parent's vec_avx512.inc and degree-6 constants swapped in):
 //   g++ -O2 -std=c++17 -Inative/include -Inative/src bench/native/stats_rate.cpp -o /tmp/stats_rate
 //   /tmp/stats_rate avx512 2048
+// or against a revision's native/ and this tree's, alternated: bench/stats-rate-ab.sh REV [ISA] [N] [V]
 #include "arbor_cpu.cpp"
 #include <cstdio>
 #include <random>

@@ -122,19 +122,16 @@ class FusedLinearTest {
      */
     private static void allowChange(PolicyLossConfig cfg, Problem p, double[][] ug, float[] logits, float[] old, float[] ref,
                                     int[] seq) {
-        float[] g2 = new float[logits.length];
-        PolicyLoss.forwardBackward(cfg, logits, p.rows, p.vocab, p.vocabLimit, p.labels, old, p.adv, p.mask, ref, seq, null, g2);
-        double[][] ug2 = linearGrads(p, g2);
+        double[][] ug2 = unfusedGrads(cfg, p, logits, old, ref, seq);
         for (int i = 0; i < ug[2].length; i++) ug[2][i] = Math.max(ug[2][i], 4e5 * Math.abs(ug[0][i] - ug2[0][i]));
         for (int i = 0; i < ug[3].length; i++) ug[3][i] = Math.max(ug[3][i], 4e5 * Math.abs(ug[1][i] - ug2[1][i]));
     }
 
-    /** Σ_r |G_rv h_rk| for each dW element, G the unfused gradient of the logits (the scale of dW's summands). */
-    private static double[] dwTerms(PolicyLossConfig cfg, Problem p, float[] ref, int[] seq) {
-        float[] g = new float[p.rows * p.vocab];
-        PolicyLoss.forwardBackward(cfg, p.logits(), p.rows, p.vocab, p.vocabLimit, p.labels, p.old, p.adv, p.mask, ref, seq,
-                null, g);
-        return linearGrads(p, g)[3];
+    /** {@link #linearGrads} of the unfused path's logits gradient on these logits, old and ref log-probs. */
+    private static double[][] unfusedGrads(PolicyLossConfig cfg, Problem p, float[] logits, float[] old, float[] ref, int[] seq) {
+        float[] g = new float[logits.length];
+        PolicyLoss.forwardBackward(cfg, logits, p.rows, p.vocab, p.vocabLimit, p.labels, old, p.adv, p.mask, ref, seq, null, g);
+        return linearGrads(p, g);
     }
 
     /**
@@ -318,7 +315,7 @@ class FusedLinearTest {
         for (int i = 0; i < start.length; i++) start[i] = dwAcc[i] = (float) rnd.nextGaussian();
         FusedLinear.forwardBackward(PolicyLossConfig.treeGrpo(), p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels,
                 p.old, p.adv, p.mask, p.ref, null, null, null, dwAcc, true, ch, null, null);
-        double[] terms = dwTerms(PolicyLossConfig.treeGrpo(), p, p.ref, null);
+        double[] terms = unfusedGrads(PolicyLossConfig.treeGrpo(), p, p.logits(), p.old, p.ref, null)[3];  // Σ_r |G_rv h_rk|
         for (int i = 0; i < start.length; i++) {
             if (i / p.dim >= p.vocabLimit) assertEquals(start[i], dwAcc[i], "padding row left as it was");
             else assertEquals((double) start[i] + dw[i], dwAcc[i], accumulated(start[i], terms[i]), "dW[" + i + "] accumulated");
@@ -346,7 +343,7 @@ class FusedLinearTest {
                 null, null, null, null, dwFresh, false, ch, null, null);
         FusedLinear.forwardBackward(cfg, p.h, p.rows, p.dim, p.w, p.vocab, p.vocabLimit, p.labels, p.old, p.adv, p.mask,
                 null, null, null, null, dwAcc, true, ch, null, null);
-        double[] terms = dwTerms(cfg, p, null, null);
+        double[] terms = unfusedGrads(cfg, p, p.logits(), p.old, null, null)[3];  // Σ_r |G_rv h_rk|
         for (int i = 0; i < before.length; i++) {
             if (i / p.dim >= p.vocabLimit) assertEquals(before[i], dwAcc[i], "padding row left as it was");
             else assertEquals((double) before[i] + dwFresh[i], dwAcc[i], accumulated(before[i], terms[i]), "dW[" + i + "]");

@@ -124,29 +124,30 @@ class TrainResumeTest {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(300);
         while (p.isAlive() && System.nanoTime() < deadline) {
             if (Files.exists(metrics)) {
-                long now = System.nanoTime(), lines = Files.readString(metrics).chars().filter(c -> c == '\n').count();
+                long now = System.nanoTime(), lines = lines(metrics);
                 for (; n < Math.min(lines, rows); n++) seen[n] = now;
             }
             Thread.sleep(5);
         }
         assertTrue(p.waitFor(60, TimeUnit.SECONDS), "the uninterrupted run ended");
         long end = System.nanoTime();
-        long lines = Files.readString(metrics).chars().filter(c -> c == '\n').count();
-        assertEquals(rows, lines, "the uninterrupted run's rows");
+        assertEquals(rows, lines(metrics), "the uninterrupted run's rows");
         for (; n < rows; n++) seen[n] = end;  // rows written as it ended
         long[] after = new long[rows];
         for (int i = 0; i < rows; i++) after[i] = (end - seen[i]) / 1_000_000;
         return after;
     }
 
+    /** How many complete lines (metrics rows) {@code metrics} holds. */
+    static long lines(Path metrics) throws IOException {
+        return Files.readString(metrics).chars().filter(c -> c == '\n').count();
+    }
+
     /** Waits until {@code metrics} has {@code rows} complete lines (or the process has ended). */
     static void waitForRows(Process p, Path metrics, int rows) throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
         while (p.isAlive() && System.nanoTime() < deadline) {
-            if (Files.exists(metrics)) {
-                String text = Files.readString(metrics);
-                if (text.chars().filter(c -> c == '\n').count() >= rows) return;
-            }
+            if (Files.exists(metrics) && lines(metrics) >= rows) return;
             Thread.sleep(5);
         }
         assertTrue(p.isAlive(), "the run ended before metrics row " + rows + " (exit " + p.exitValue() + ")");

@@ -1,6 +1,8 @@
 // Wall-clock minima (ms) of the CPU row kernels and their native memory floor on 2 threads, 512 rows, the way
 // KernelFloorBench runs them but without a JVM, for quick before/after comparisons on a noisy machine:
-//   kernel_wall_time ISA N VOCAB BF16(0|1) [floor,fwd,bwd,loss,lossH]  (lossH: the loss with an entropy bonus; naming it runs loss too)
+//   kernel_wall_time ISA N VOCAB BF16(0|1) [floor,fwd,bwd,loss,lossH,sampleT,topkp]
+// (lossH: the loss with an entropy bonus; naming it runs loss too. sampleT: T = 1 untruncated; topkp: top-k 50 +
+// top-p 0.9, as KernelFloorBench; each a fresh draw per call, and its ratio to the forward of the same run)
 // (min and median of N calls each). Built by bench/kernel-wall-ab.sh against this tree and an older revision.
 #include "arbor_cpu.cpp"
 #include <stdio.h>
@@ -40,5 +42,12 @@ int main(int argc,char**argv){
   double plh=0; c.entropy_coef=0.01f;
   if(on("lossH")) stat("lossH",[&]{ int rc = bf? arbor_cpu_policy_loss_fused_bf16(&c,xb.data(),rows,V,V,V,lab.data(),ARBOR_I32,old.data(),adv.data(),mask.data(),w.data(),nullptr,nullptr,nullptr,nullptr,nullptr,nullptr,gb.data(),ARBOR_BF16,V,s9,nullptr,0,TH)
                    : arbor_cpu_policy_loss_fused_f32(&c,x.data(),rows,V,V,V,lab.data(),ARBOR_I32,old.data(),adv.data(),mask.data(),w.data(),nullptr,nullptr,nullptr,nullptr,nullptr,nullptr,g.data(),ARBOR_F32,V,s9,nullptr,0,TH); if(rc) printf("rc %d\n",rc);},N,&plh);
+  // the sampler (a fresh step each call: new noise, the same logits)
+  std::vector<int> tok(rows); double st=0, stk=0; uint64_t step=0;
+  auto sample=[&](int k, float p){ int rc = bf? arbor_cpu_sample_bf16(xb.data(),rows,V,V,V,1.f,nullptr,k,nullptr,p,nullptr,0.f,nullptr,1234,nullptr,nullptr,step++,nullptr,nullptr,tok.data(),ARBOR_I32,lp.data(),h.data(),l.data(),TH)
+                   : arbor_cpu_sample_f32(x.data(),rows,V,V,V,1.f,nullptr,k,nullptr,p,nullptr,0.f,nullptr,1234,nullptr,nullptr,step++,nullptr,nullptr,tok.data(),ARBOR_I32,lp.data(),h.data(),l.data(),TH); if(rc) printf("rc %d\n",rc);};
+  if(on("sampleT")) stat("sampleT",[&]{sample(0,1.f);},N,&st);
+  if(on("topkp")) stat("topkp",[&]{sample(50,0.9f);},N,&stk);
+  if(st>0||stk>0) printf("\n%s V=%ld %s  sampleT/fwd %.2f  topkp/fwd %.2f", arbor_cpu_isa(), (long)V, bf?"bf16":"f32", st/f, stk/f);
   printf("\n%s V=%ld %s  fwd/read %.2f  bwd/copy %.2f  loss/copy %.2f  lossH/copy %.2f\n", arbor_cpu_isa(), (long)V, bf?"bf16":"f32", f/fr, b/fc, pl/fc, plh/fc);
 }

@@ -196,12 +196,13 @@ __global__ void fl_finish_kernel(int64_t rows, const uint8_t* __restrict__ row_m
 }
 
 // Pass 2 on one tile: dL/dlogits of its segment (the token-stats backward element), in place (fp32)
-// or into the bf16 copy for the bf16 products.
+// or into the bf16 copy for the bf16 products. The label column's d_y is formed against lse + what its fp32
+// value lost (lse_lo from pass 1's double M, S), as the CPU path's grad_tile.
 __global__ void __launch_bounds__(ARBOR_ROW_MAX_THREADS)
 fl_grad_kernel(float* tile, uint16_t* tile16, int64_t tr, int64_t tv, int64_t r0, int64_t v0,
                const void* __restrict__ labels, int label_dtype, float inv_t, const float* __restrict__ mask,
                const float* __restrict__ lse, const float* __restrict__ ent, const float* __restrict__ glp,
-               const float* __restrict__ gh) {
+               const float* __restrict__ gh, const double* __restrict__ M, const double* __restrict__ S) {
     for (int64_t i = blockIdx.x; i < tr; i += gridDim.x) {
         const int64_t r = r0 + i;
         float* row = tile + i * tv;
@@ -218,10 +219,11 @@ fl_grad_kernel(float* tile, uint16_t* tile16, int64_t tr, int64_t tv, int64_t r0
         }
         const int64_t y = read_label(labels, label_dtype, r);
         const int64_t yl = (y >= v0 && y < v0 + tv) ? y - v0 : -1;
+        const float lse_lo = yl >= 0 ? (float)((M[r] + log(S[r])) - (double)L) : 0.0f;
         const float g_lp = glp[r], g_h = gh[r];
         const float a = -(g_lp + g_h * H) * inv_t, b = -g_h * inv_t;
         for (int64_t j = threadIdx.x; j < tv; j += blockDim.x) {
-            const float g = grad_elem(__fmul_rn(row[j], inv_t), L, H, a, b, g_lp, g_h, inv_t, j == yl);
+            const float g = grad_elem(__fmul_rn(row[j], inv_t), L, H, a, b, g_lp, g_h, inv_t, j == yl, lse_lo);
             if (row16) row16[j] = BF16::from_f32(g);
             else row[j] = g;
         }
@@ -271,8 +273,10 @@ static int pass1(const Call& k, const Gemm& g, const void* h, int64_t rows, int6
                                         (const char*)w + v0 * ws * esize, (int)ws, 0.0f, tile, (int)tv, g.in_type,
                                         g.in_type));
             if (rc != ARBOR_OK) return rc;
+            // vector loads need 16-byte aligned rows: tv % 4 and the tile's address (the workspace is only required
+            // to be 8-byte aligned, and the layout's offsets are relative to it)
             fl_stats_kernel<<<row_grid(tr), row_block_threads(tv), 0, s>>>(
-                tile, tr, tv, r0, v0, labels, label_dtype, inv_t, row_mask, mask, M, S, U, zy, tv % 4 == 0);
+                tile, tr, tv, r0, v0, labels, label_dtype, inv_t, row_mask, mask, M, S, U, zy, aligned16(tile, tv * 4));
         }
     }
     return record_cuda_error(cudaGetLastError());
@@ -361,7 +365,7 @@ static int policy_loss(const arbor_policy_loss_config* cfg, const void* hidden, 
             if (rc != ARBOR_OK) return rc;
             fl_grad_kernel<<<row_grid(tr), row_block_threads(tv), 0, s>>>(
                 tile, tile16, tr, tv, r0, v0, labels, label_dtype, inv_t, mask, k.f(k.l.lse), k.f(k.l.ent),
-                k.f(k.l.glp), k.f(k.l.gh));
+                k.f(k.l.glp), k.f(k.l.gh), k.d(k.l.m), k.d(k.l.s));
             if (gh_out != nullptr) {  // dh_b (+)= G W_v
                 rc = check_status(g.ab((int)tr, (int)dim, (int)tv, gsrc, (int)tv, wv, (int)ws, v0 == 0 ? 0.0f : 1.0f,
                                        gh_out + r0 * ghs, (int)ghs, g.in_type, g.in_type));

@@ -48,8 +48,9 @@ for p in "${pids[@]}"; do wait "$p" || failed=1; done
 echo "built in $(( $(date +%s) - start )) s"
 
 # The fused linear kernels load cuBLAS at run time (ARBOR_CUBLAS, else libcublas.so.13/.12 on the loader
-# path); where only PyTorch's pip wheels carry it, point ARBOR_CUBLAS at theirs.
-if [ -z "${ARBOR_CUBLAS:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so'; then
+# path); where only PyTorch's pip wheels carry it, point ARBOR_CUBLAS at theirs. (grep reads all of ldconfig's
+# output, not -q: under pipefail an early exit would make ldconfig's SIGPIPE read as "not found".)
+if [ -z "${ARBOR_CUBLAS:-}" ] && ! ldconfig -p 2>/dev/null | grep 'libcublas\.so' >/dev/null; then
   ARBOR_CUBLAS="$(python3 - <<'PY' 2>/dev/null
 import glob, os, site, sys
 dirs = site.getsitepackages() + [site.getusersitepackages()]

@@ -217,7 +217,7 @@ pl_fused_kernel(arbor_policy_loss_config c, const typename E::T* logits, int64_t
             continue;
         }
         const int64_t y = read_label(labels, label_dtype, r);
-        float lse = NAN, H = NAN, lp = NAN;
+        float lse = NAN, H = NAN, lp = NAN, lse_lo = 0.0f;
         arbor_pl::Token t;
         if (y < 0 || y >= vocab_limit) {
             arbor_pl::token_nan(t);
@@ -231,6 +231,7 @@ pl_fused_kernel(arbor_policy_loss_config c, const typename E::T* logits, int64_t
             const float log_s = logf(st.s);
             if (ok) {
                 lse = st.m + log_s;
+                lse_lo = (float)(((double)st.m + (double)log_s) - (double)lse);  // what the fp32 lse lost (as the CPU)
                 H = log_s - st.u / st.s;
                 lp = (s_zy - st.m) - log_s;
             }
@@ -249,7 +250,8 @@ pl_fused_kernel(arbor_policy_loss_config c, const typename E::T* logits, int64_t
             for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) out[j] = v;
             continue;
         }
-        // Gradient exactly as token_stats_bwd_kernel writes it.
+        // Gradient exactly as token_stats_bwd_kernel writes it, but the label column's d_y against lse + lse_lo
+        // (as the CPU fused kernel's; token_stats_bwd has no statistics, so lse_lo = 0 there).
         const float g_lp = t.g_lp, g_h = t.g_h;
         const float a = -(g_lp + g_h * H) * inv_t, b = -g_h * inv_t;
         const int64_t nvec = vec_ok ? vocab_limit / VEC : 0;
@@ -257,11 +259,12 @@ pl_fused_kernel(arbor_policy_loss_config c, const typename E::T* logits, int64_t
             float x[VEC];
             load_vec<E, VEC>(row + i * VEC, x);
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) x[k] = grad_elem(__fmul_rn(x[k], inv_t), lse, H, a, b, g_lp, g_h, inv_t, i * VEC + k == y);
+            for (int k = 0; k < VEC; ++k)
+                x[k] = grad_elem(__fmul_rn(x[k], inv_t), lse, H, a, b, g_lp, g_h, inv_t, i * VEC + k == y, lse_lo);
             store_vec<O, VEC>(out + i * VEC, x);
         }
         for (int64_t j = nvec * VEC + threadIdx.x; j < vocab_limit; j += blockDim.x)
-            out[j] = O::from_f32(grad_elem(__fmul_rn(E::to_f32(row[j]), inv_t), lse, H, a, b, g_lp, g_h, inv_t, j == y));
+            out[j] = O::from_f32(grad_elem(__fmul_rn(E::to_f32(row[j]), inv_t), lse, H, a, b, g_lp, g_h, inv_t, j == y, lse_lo));
         for (int64_t j = vocab_limit + threadIdx.x; j < vocab; j += blockDim.x) out[j] = O::from_f32(0.0f);
     }
 }

@@ -47,14 +47,17 @@ token_stats_fwd_kernel(const typename E::T* __restrict__ logits, int64_t rows, i
 
 // g_j = p_j (a + b d_j), d_j = z_j - lse, a = -(g_lp + g_H H)/T, b = -g_H/T; label column
 // g_y = (g_lp (1 - p_y) - g_H p_y (d_y + H)) / T, 1 - p_y as -expm1(d_y) (a confident token's keeps its relative
-// precision; the CPU kernels' finish_grad_row does the same).
+// precision; the CPU kernels' finish_grad_row does the same). Where the caller has the statistics themselves (the
+// fused policy loss, the fused linear kernels) the label's d_y = (z_y - lse) - lse_lo, lse_lo what the fp32 lse lost
+// (finish_grad_row's); 0 elsewhere, which leaves every result as it was (d - 0 = d).
 __device__ __forceinline__ float grad_elem(float z, float lse, float H, float a, float b, float g_lp, float g_h,
-                                           float inv_t, bool is_label) {
+                                           float inv_t, bool is_label, float lse_lo = 0.0f) {
     const float d = z - lse, dc = fmaxf(d, ARBOR_EXP_LO);
     const float p = d >= ARBOR_EXP_LO ? __expf(dc) : 0.0f;
     if (!is_label) return p * fmaf(b, dc, a);
-    const float q = d >= ARBOR_EXP_LO ? -expm1f(d) : 1.0f;  // 1 - p
-    return (g_lp * q - g_h * p * (dc + H)) * inv_t;
+    const float dy = d - lse_lo, dyc = fmaxf(dy, ARBOR_EXP_LO);
+    const float q = dy >= ARBOR_EXP_LO ? -expm1f(dy) : 1.0f;  // 1 - p
+    return (g_lp * q - g_h * p * (dyc + H)) * inv_t;
 }
 
 template <class E, class O>

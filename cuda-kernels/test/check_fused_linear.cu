@@ -23,6 +23,7 @@ struct FlCase {
     float temperature;
     int dtype;
     bool accumulate;
+    int64_t pad = 0;  // > 0: row strides above dim (h d + pad, W d + pad + 1, dh d + pad + 2, dW d + pad + 3)
 };
 
 arbor_policy_loss_config fl_cfg(const FlCase& k) {
@@ -57,6 +58,8 @@ struct Upload {
 void check_case(Ctx& ctx, const FlCase& k) {
     std::normal_distribution<double> nd(0.0, 1.0);
     const int64_t T = k.rows, d = k.dim, V = k.vocab, VL = k.limit;
+    const int64_t hs = d + k.pad, wst = k.pad ? d + k.pad + 1 : d, ghs = k.pad ? d + k.pad + 2 : d,
+                  gws = k.pad ? d + k.pad + 3 : d;
     std::vector<float> h(T * d), w(V * d);
     const double scale = 3.0 / sqrt((double)d);
     for (float& v : h) v = (float)nd(ctx.rng);
@@ -110,7 +113,15 @@ void check_case(Ctx& ctx, const FlCase& k) {
     std::vector<double> rlp(T), rh(T), rlse(T);
     arbor_ref_token_stats_fwd(logits.data(), T, V, V, VL, labels.data(), k.temperature, valid.data(), rlp.data(),
                               rh.data(), rlse.data());
-    // device inputs
+    // device inputs, at their row strides; the padding columns are NaN, which no product may read
+    auto strided = [](const std::vector<float>& x, int64_t n, int64_t cols, int64_t stride) {
+        std::vector<float> y(n * stride, NAN);
+        for (int64_t i = 0; i < n; ++i) std::copy(x.begin() + i * cols, x.begin() + (i + 1) * cols, y.begin() + i * stride);
+        return y;
+    };
+    h = strided(h, T, d, hs);
+    w = strided(w, V, d, wst);
+    std::fill(w.begin() + VL * wst, w.end(), NAN);  // W's rows >= vocab_limit (embedding padding) are never read either
     std::vector<uint16_t> h16 = to_half(h, ARBOR_BF16), w16 = to_half(w, ARBOR_BF16);
     DevBuf<float> dh32(k.dtype == ARBOR_F32 ? h : std::vector<float>()), dw32(k.dtype == ARBOR_F32 ? w : std::vector<float>());
     DevBuf<uint16_t> dh16(k.dtype == ARBOR_BF16 ? h16 : std::vector<uint16_t>()),
@@ -120,19 +131,25 @@ void check_case(Ctx& ctx, const FlCase& k) {
     DevBuf<int64_t> dlab(labels);
     DevBuf<float> dold(old), dadv(adv), dmask(mask), dref(ref), dwts(weights), lp(T), ent(T), lse(T);
     DevBuf<uint8_t> dvalid(valid);
-    std::vector<float> before(V * d, k.accumulate ? 0.5f : NAN);  // every element must be written (or kept)
-    DevBuf<float> gh(T * d), gw(before);
+    // every element must be written (NaN before) or kept (accumulate: 0.5); padding columns (7) must stay as they are
+    const float kPad = 7.0f;
+    std::vector<float> before(V * gws, k.accumulate ? 0.5f : NAN), gh_before(T * ghs, NAN);
+    for (int64_t v = 0; v < V; ++v)
+        for (int64_t q = d; q < gws; ++q) before[v * gws + q] = kPad;
+    for (int64_t r = 0; r < T; ++r)
+        for (int64_t q = d; q < ghs; ++q) gh_before[r * ghs + q] = kPad;
+    DevBuf<float> gh(gh_before), gw(before);
     DevBuf<double> sums(ARBOR_PL_NUM_SUMS);
     const int64_t wsb = arbor_fused_linear_workspace_bytes(T, VL, k.row_chunk, k.vocab_chunk, k.dtype);
-    DevBuf<unsigned char> ws(wsb);
+    DevBuf<unsigned char> ws(wsb + 8);  // + 8: the stats call below takes it 8 bytes past cudaMalloc's alignment
     char what[160];
-    snprintf(what, sizeof what, "T %lld d %lld V %lld/%lld tile %lldx%lld clip %d kl %d agg %d %s%s", (long long)T,
+    snprintf(what, sizeof what, "T %lld d %lld V %lld/%lld tile %lldx%lld clip %d kl %d agg %d %s%s%s", (long long)T,
              (long long)d, (long long)V, (long long)VL, (long long)k.row_chunk, (long long)k.vocab_chunk, k.clip, k.kl,
-             k.agg, dtype_name(k.dtype), k.accumulate ? " acc" : "");
-    int rc = arbor_cuda_fused_linear_policy_loss(&c, hp, T, d, d, wp, V, d, VL, k.dtype, dlab.p, ARBOR_I64, dold.p,
+             k.agg, dtype_name(k.dtype), k.accumulate ? " acc" : "", k.pad ? " strided" : "");
+    int rc = arbor_cuda_fused_linear_policy_loss(&c, hp, T, d, hs, wp, V, wst, VL, k.dtype, dlab.p, ARBOR_I64, dold.p,
                                                  dadv.p, dmask.p, dwts.p, k.kl != ARBOR_KL_NONE ? dref.p : nullptr,
-                                                 nullptr, lp.p, ent.p, gh.p, d, gw.p, d, k.accumulate ? 1 : 0, sums.p,
-                                                 k.row_chunk, k.vocab_chunk, ws.p, wsb, nullptr, nullptr);
+                                                 nullptr, lp.p, ent.p, gh.p, ghs, gw.p, gws, k.accumulate ? 1 : 0,
+                                                 sums.p, k.row_chunk, k.vocab_chunk, ws.p, wsb, nullptr, nullptr);
     CUDA_OK(cudaDeviceSynchronize());
     if (rc != ARBOR_OK) {
         printf("  fused_linear: return code %d (%s)\n", rc, rc == ARBOR_ERR_UNSUPPORTED ? "cuBLAS not loaded" : "");
@@ -147,7 +164,10 @@ void check_case(Ctx& ctx, const FlCase& k) {
     std::vector<float> glp = lp.download(), gent = ent.download();
     e = 0;
     for (int64_t r = 0; r < T; ++r) {
-        if (!valid[r]) continue;
+        if (!valid[r]) {  // masked rows: 0
+            e = std::max(e, glp[r] == 0.0f && gent[r] == 0.0f ? 0.0 : INFINITY);
+            continue;
+        }
         e = std::max(e, err_ratio(rlp[r], glp[r], 1e-4 * (1.0 + fabs(rlp[r]))));
         e = std::max(e, err_ratio(rh[r], gent[r], 1e-4 * (1.0 + fabs(rh[r]))));
     }
@@ -158,25 +178,40 @@ void check_case(Ctx& ctx, const FlCase& k) {
     for (double v : rdh) mh = std::max(mh, fabs(v));
     for (double v : rdw) mw = std::max(mw, fabs(v));
     e = 0;
-    for (int64_t i = 0; i < T * d; ++i) e = std::max(e, err_ratio(rdh[i], ghh[i], gtol * mh + 1e-12));
+    for (int64_t r = 0; r < T; ++r)
+        for (int64_t q = 0; q < ghs; ++q)
+            e = std::max(e, q < d ? err_ratio(rdh[r * d + q], ghh[r * ghs + q], gtol * mh + 1e-12)
+                                  : (ghh[r * ghs + q] == kPad ? 0.0 : INFINITY));
     record_check(ctx, "fused_linear_grad_hidden", what, e);
     e = 0;
-    for (int64_t i = 0; i < V * d; ++i) {
-        const bool pad = i / d >= VL;
-        const double want = (k.accumulate ? 0.5 : 0.0) + (pad ? 0.0 : rdw[i]);
-        e = std::max(e, err_ratio(want, gwh[i], gtol * mw + 1e-12));
-    }
+    for (int64_t v = 0; v < V; ++v)
+        for (int64_t q = 0; q < gws; ++q) {
+            if (q >= d) {
+                e = std::max(e, gwh[v * gws + q] == kPad ? 0.0 : INFINITY);
+                continue;
+            }
+            const double want = (k.accumulate ? 0.5 : 0.0) + (v >= VL ? 0.0 : rdw[v * d + q]);
+            e = std::max(e, err_ratio(want, gwh[v * gws + q], gtol * mw + 1e-12));
+        }
     record_check(ctx, "fused_linear_grad_weight", what, e);
-    // token statistics without the logits
-    rc = arbor_cuda_fused_linear_stats(hp, T, d, d, wp, V, d, VL, k.dtype, dlab.p, ARBOR_I64, k.temperature, dvalid.p,
-                                       lp.p, ent.p, lse.p, k.row_chunk, k.vocab_chunk, ws.p, wsb, nullptr, nullptr);
+    // token statistics without the logits; the outputs NaN first (lp and ent still hold the call above's values),
+    // the workspace 8 bytes off a 16-byte boundary (the ABI asks for 8: the tile's rows must then take scalar loads)
+    CUDA_OK(cudaMemset(lp.p, 0xff, T * sizeof(float)));
+    CUDA_OK(cudaMemset(ent.p, 0xff, T * sizeof(float)));
+    CUDA_OK(cudaMemset(lse.p, 0xff, T * sizeof(float)));
+    rc = arbor_cuda_fused_linear_stats(hp, T, d, hs, wp, V, wst, VL, k.dtype, dlab.p, ARBOR_I64, k.temperature,
+                                       dvalid.p, lp.p, ent.p, lse.p, k.row_chunk, k.vocab_chunk, ws.p + 8, wsb, nullptr,
+                                       nullptr);
     CUDA_OK(cudaDeviceSynchronize());
     glp = lp.download();
     gent = ent.download();
     std::vector<float> glse = lse.download();
     e = rc == ARBOR_OK ? 0.0 : INFINITY;
     for (int64_t r = 0; r < T; ++r) {
-        if (!valid[r]) continue;
+        if (!valid[r]) {  // masked rows: 0
+            e = std::max(e, glp[r] == 0.0f && gent[r] == 0.0f && glse[r] == 0.0f ? 0.0 : INFINITY);
+            continue;
+        }
         e = std::max(e, err_ratio(rlp[r], glp[r], 1e-4 * (1.0 + fabs(rlp[r]))));
         e = std::max(e, err_ratio(rh[r], gent[r], 1e-4 * (1.0 + fabs(rh[r]))));
         e = std::max(e, err_ratio(rlse[r], glse[r], 1e-4 * (1.0 + fabs(rlse[r]))));
@@ -300,6 +335,10 @@ void check_fused_linear(Ctx& c) {
          ARBOR_BF16, false},
         {129, 128, 32000, 32000, 100, 5000, ARBOR_CLIP_PPO, ARBOR_KL_K1, ARBOR_AGG_SEQ_MEAN_TOKEN_SUM, 1.0f, ARBOR_BF16,
          false},
+        // row strides above dim (the products' leading dimensions; padding columns NaN / untouched)
+        {45, 33, 777, 770, 16, 256, ARBOR_CLIP_PPO, ARBOR_KL_K1, ARBOR_AGG_TOKEN_MEAN, 0.9f, ARBOR_F32, false, 5},
+        {45, 33, 777, 770, 16, 256, ARBOR_CLIP_AEPO, ARBOR_KL_NONE, ARBOR_AGG_SEQ_MEAN_TOKEN_MEAN, 1.0f, ARBOR_BF16, true,
+         3},
     };
     for (const FlCase& k : cases) check_case(c, k);
     if (!c.quick) time_reference_shape(c);

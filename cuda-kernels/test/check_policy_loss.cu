@@ -305,7 +305,8 @@ void check_case(Ctx& ctx, const PlCase& k, int dtype) {
     std::vector<float> g2 = cg.download();
     std::vector<double> sums2 = dsums2.download();
     worst = (rc1 || rc2 || rc3) ? INFINITY : 0.0;
-    // the same per-row code compiled into two kernels: equal up to FMA contraction
+    // the same per-row code compiled into two kernels: equal up to FMA contraction and, in the label column, the
+    // fused kernel's lse_lo (|lse_lo| <= 2^-24 |lse|, g_lp p_y lse_lo / T: under 0.05 row_tol for |lse| <= zmax + ln V)
     for (int s = 0; s < ARBOR_PL_NUM_SUMS; ++s) worst = std::max(worst, err_ratio(sums[s], sums2[s], 0.05 * (wtol + mtol) + 1e-12));
     for (int64_t r = 0; r < n; ++r)
         for (int64_t j = 0; j < k.vocab; ++j)

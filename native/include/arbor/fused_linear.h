@@ -33,7 +33,9 @@
  * path in ARBOR_CUBLAS); `sgemm` is ignored. ARBOR_ERR_UNSUPPORTED when cuBLAS cannot be loaded.
  *
  * dtype: ARBOR_F32 or ARBOR_BF16 for h and W, and ARBOR_F16 on the CPU. CUDA: bf16 tensor-core products with fp32
- * accumulation (the tile and every gradient stay fp32). CPU: bf16 and fp16 are widened to fp32 a block at a time — the tile's rows of h and its
+ * accumulation; the logits tile, the statistics and dL/dh, dL/dW stay fp32, but the tile's dL/dlogits is rounded to
+ * bf16 for the two backward products (their inputs are bf16, as in PyTorch's bf16 autograd and Liger's kernel: a
+ * relative error of 2^-9 per element of dL/dlogits before the fp32 accumulation). CPU: bf16 and fp16 are widened to fp32 a block at a time — the tile's rows of h and its
  * vocabulary block of W (all of W's first vocab_limit rows with whole-vocabulary tiles, widened once) — into
  * buffers the call allocates beside the workspace (row_chunk x dim and vocab_chunk x dim fp32, clamped to the
  * call's sizes), so the results are those of the fp32 call on the widened values. Gradients are always fp32.

@@ -1,5 +1,6 @@
 // Unity build of the CUDA library: compiled by nvcc through the ArborCuda binding's include list
 // (and by cuda-kernels/test/gpu-check). Add a kernel's .cuh here.
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,14 @@ int record_cuda_error(cudaError_t err) {
     if (err == cudaSuccess) return ARBOR_OK;
     snprintf(g_last_error, sizeof g_last_error, "%s: %s", cudaGetErrorName(err), cudaGetErrorString(err));
     return ARBOR_ERR_CUDA;
+}
+
+int record_error(int code, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
+    va_end(ap);
+    return code;
 }
 
 }  // namespace arbor_cuda

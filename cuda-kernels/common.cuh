@@ -185,6 +185,10 @@ __device__ __forceinline__ int64_t read_label(const void* labels, int label_dtyp
 // Records a CUDA error for arbor_cuda_last_error and maps it to the ABI's code.
 int record_cuda_error(cudaError_t err);
 
+// Records a message (printf format) for arbor_cuda_last_error and returns `code`: failures that are not CUDA
+// errors (cuBLAS statuses, cuBLAS not loaded).
+int record_error(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
 }  // namespace arbor_cuda
 
 #endif

@@ -5,6 +5,7 @@
 // blocks (block_row_stats, grad_elem) and the shared per-token loss (policy_loss_token.h).
 #include <dlfcn.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <mutex>
@@ -28,7 +29,24 @@ struct Blas {
     SetStreamFn set_stream = nullptr;
     GemmExFn gemm_ex = nullptr;
     bool ok = false;
+    char why[200] = "";  // why not ok, for arbor_cuda_last_error
 };
+
+// cublasStatus_t's names (cublas_api.h), for the messages of failed calls.
+static const char* status_name(int st) {
+    switch (st) {
+        case 1: return "CUBLAS_STATUS_NOT_INITIALIZED";
+        case 3: return "CUBLAS_STATUS_ALLOC_FAILED";
+        case 7: return "CUBLAS_STATUS_INVALID_VALUE";
+        case 8: return "CUBLAS_STATUS_ARCH_MISMATCH";
+        case 11: return "CUBLAS_STATUS_MAPPING_ERROR";
+        case 13: return "CUBLAS_STATUS_EXECUTION_FAILED";
+        case 14: return "CUBLAS_STATUS_INTERNAL_ERROR";
+        case 15: return "CUBLAS_STATUS_NOT_SUPPORTED";
+        case 16: return "CUBLAS_STATUS_LICENSE_ERROR";
+        default: return "unknown status";
+    }
+}
 
 static const Blas& blas() {
     static Blas b;
@@ -36,13 +54,24 @@ static const Blas& blas() {
     std::call_once(once, [] {
         const char* names[] = {getenv("ARBOR_CUBLAS"), "libcublas.so.13", "libcublas.so.12", "libcublas.so"};
         void* lib = nullptr;
-        for (const char* n : names)
-            if (n != nullptr && *n && (lib = dlopen(n, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+        const char* name = nullptr;
+        for (const char* n : names) {
+            if (n != nullptr && *n && (lib = dlopen(n, RTLD_NOW | RTLD_LOCAL)) != nullptr) {
+                name = n;
+                break;
+            }
+            const char* e = n != nullptr && *n ? dlerror() : nullptr;
+            if (e != nullptr && b.why[0] == 0)  // the first failure (ARBOR_CUBLAS's where it is set)
+                snprintf(b.why, sizeof b.why, "dlopen of ARBOR_CUBLAS / libcublas.so.13 / .12 / .so failed: %s", e);
+        }
         if (lib == nullptr) return;
         b.create = (CreateFn)dlsym(lib, "cublasCreate_v2");
         b.set_stream = (SetStreamFn)dlsym(lib, "cublasSetStream_v2");
         b.gemm_ex = (GemmExFn)dlsym(lib, "cublasGemmEx");
         b.ok = b.create && b.set_stream && b.gemm_ex;
+        if (!b.ok)
+            snprintf(b.why, sizeof b.why, "%s lacks%s%s%s", name, b.create ? "" : " cublasCreate_v2",
+                     b.set_stream ? "" : " cublasSetStream_v2", b.gemm_ex ? "" : " cublasGemmEx");
     });
     return b;
 }
@@ -51,17 +80,37 @@ static const Blas& blas() {
 // streams); created at first use and kept for the thread's life.
 static int handle_for(cudaStream_t s, BlasHandle* out) {
     const Blas& b = blas();
-    if (!b.ok) return ARBOR_ERR_UNSUPPORTED;
+    if (!b.ok) return record_error(ARBOR_ERR_UNSUPPORTED, "cuBLAS not loaded: %s", b.why);
     int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return ARBOR_ERR_CUDA;
+    const cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess) return record_cuda_error(err);
+    if (dev < 0 || dev >= 64) return record_error(ARBOR_ERR_CUDA, "cuBLAS handles: device %d not in [0, 64)", dev);
     static thread_local BlasHandle handles[64] = {};
-    if (handles[dev] == nullptr && b.create(&handles[dev]) != 0) {
-        handles[dev] = nullptr;
-        return ARBOR_ERR_CUDA;
+    if (handles[dev] == nullptr) {
+        const int st = b.create(&handles[dev]);
+        if (st != 0) {
+            handles[dev] = nullptr;
+            return record_error(ARBOR_ERR_CUDA, "cublasCreate_v2 failed on device %d: cuBLAS status %d (%s)", dev, st,
+                                status_name(st));
+        }
     }
-    if (b.set_stream(handles[dev], s) != 0) return ARBOR_ERR_CUDA;
+    const int st = b.set_stream(handles[dev], s);
+    if (st != 0)
+        return record_error(ARBOR_ERR_CUDA, "cublasSetStream_v2 failed on device %d: cuBLAS status %d (%s)", dev, st,
+                            status_name(st));
     *out = handles[dev];
     return ARBOR_OK;
+}
+
+// A product's cuBLAS status, unchanged; a failure also records the status and the row-major product's shape
+// (check_status then maps it to ARBOR_ERR_CUDA).
+static int gemm_status(int st, const char* form, int m, int n, int k, int lda, int ldb, int ldc, int in_type) {
+    if (st != 0)
+        record_error(ARBOR_ERR_CUDA,
+                     "cublasGemmEx failed: cuBLAS status %d (%s) for row-major %s, m %d n %d k %d, lda %d ldb %d "
+                     "ldc %d, A/B type %d",
+                     st, status_name(st), form, m, n, k, lda, ldb, ldc, in_type);
+    return st;
 }
 
 // Row-major C[m, n] = op(A) op(B) as the column-major product Cᵀ = op(B)ᵀ op(A)ᵀ.
@@ -72,22 +121,25 @@ struct Gemm {
     int abt(int m, int n, int k, const void* a, int lda, const void* b, int ldb, float beta, float* c, int ldc,
             int a_type, int b_type) const {
         const float one = 1.0f;
-        return blas().gemm_ex(h, kOpT, kOpN, n, m, k, &one, b, b_type, ldb, a, a_type, lda, &beta, c, CUDA_R_32F, ldc,
-                              kCompute32F, kGemmDefault);
+        return gemm_status(blas().gemm_ex(h, kOpT, kOpN, n, m, k, &one, b, b_type, ldb, a, a_type, lda, &beta, c,
+                                          CUDA_R_32F, ldc, kCompute32F, kGemmDefault),
+                           "C[m,n] = A[m,k] B[n,k]^T (logits tile = h W^T)", m, n, k, lda, ldb, ldc, a_type);
     }
     // C[m, n] (+)= A[m, k] · B[k, n]
     int ab(int m, int n, int k, const void* a, int lda, const void* b, int ldb, float beta, float* c, int ldc,
            int a_type, int b_type) const {
         const float one = 1.0f;
-        return blas().gemm_ex(h, kOpN, kOpN, n, m, k, &one, b, b_type, ldb, a, a_type, lda, &beta, c, CUDA_R_32F, ldc,
-                              kCompute32F, kGemmDefault);
+        return gemm_status(blas().gemm_ex(h, kOpN, kOpN, n, m, k, &one, b, b_type, ldb, a, a_type, lda, &beta, c,
+                                          CUDA_R_32F, ldc, kCompute32F, kGemmDefault),
+                           "C[m,n] (+)= A[m,k] B[k,n] (dh = G W)", m, n, k, lda, ldb, ldc, a_type);
     }
     // C[m, n] (+)= A[k, m]ᵀ · B[k, n]
     int atb(int m, int n, int k, const void* a, int lda, const void* b, int ldb, float beta, float* c, int ldc,
             int a_type, int b_type) const {
         const float one = 1.0f;
-        return blas().gemm_ex(h, kOpN, kOpT, n, m, k, &one, b, b_type, ldb, a, a_type, lda, &beta, c, CUDA_R_32F, ldc,
-                              kCompute32F, kGemmDefault);
+        return gemm_status(blas().gemm_ex(h, kOpN, kOpT, n, m, k, &one, b, b_type, ldb, a, a_type, lda, &beta, c,
+                                          CUDA_R_32F, ldc, kCompute32F, kGemmDefault),
+                           "C[m,n] (+)= A[k,m]^T B[k,n] (dW = G^T h)", m, n, k, lda, ldb, ldc, a_type);
     }
 };
 

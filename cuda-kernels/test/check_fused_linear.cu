@@ -152,7 +152,7 @@ void check_case(Ctx& ctx, const FlCase& k) {
                                                  sums.p, k.row_chunk, k.vocab_chunk, ws.p, wsb, nullptr, nullptr);
     CUDA_OK(cudaDeviceSynchronize());
     if (rc != ARBOR_OK) {
-        printf("  fused_linear: return code %d (%s)\n", rc, rc == ARBOR_ERR_UNSUPPORTED ? "cuBLAS not loaded" : "");
+        printf("  fused_linear: return code %d (%s)\n", rc, arbor_cuda_last_error());
         record_check(ctx, "fused_linear", std::string(what) + " rc", INFINITY);
         return;
     }
@@ -217,6 +217,105 @@ void check_case(Ctx& ctx, const FlCase& k) {
         e = std::max(e, err_ratio(rlse[r], glse[r], 1e-4 * (1.0 + fabs(rlse[r]))));
     }
     record_check(ctx, "fused_linear_stats", what, e);
+}
+
+// A confident token's label column keeps its relative precision on the fused path too (check_policy_loss.cu's
+// policy_loss_confident_label; PolicyLossTest.aConfidentTokensLabelGradientKeepsItsRelativePrecision's rows).
+// h and W are built so that the logits are those rows and dh shows the label column's gradient exactly: d = 2 + rows,
+// W_v = (1, n_v, [v = y_0], …, [v = y_5]) with n_v ~ U[0, 1) (0 at the label columns), h_r = (level_r, −T, 0, …,
+// T (spread_r + ln(V/1000)) at 2 + r, …), so z_rv = level_r − T n_v + [v = y_r] T (spread_r + ln(V/1000)) and
+// 1 − p_y ≈ 0.63·1000·e^-spread; distinct labels make dh_r[2 + r] = Σ_v G_rv W_v[2 + r] = G_{r,y_r}, the one non-zero
+// term (exact). Token-mean PPO, A = 1, old = the reference log-prob, entropy coefficient 0, fp32: g_y = g_lp (1 − p_y)
+// / T. Bound: |g_y − ref| ≤ 0.5 |ref| (ref: arbor_ref_policy_loss on the double logits h·Wᵀ), as the CPU test's.
+// Why it can fail: fl_grad_kernel forms d_y = (z_y − lse) − lse_lo from pass 1's double M, S.
+// - Tiles of 512 columns (spreads 20.7, 16, 13: 1 − p_y 6.4e-7 … 1.4e-3): without lse_lo, d_y is off by up to half an
+//   ulp of the fp32 lse (9.5e-7 at ~20, 6.1e-5 at ~1430) against 1 − p_y = 6.4e-7: relative error ≥ 1 (a CPU
+//   emulation of these kernels: 1.0; with lse_lo ≤ 16 %, from the label tile's fp32 s).
+// - One-column tiles (V 64, spreads 24.25, 24.75, 25.25: 1 − p_y 1.9e-8, 1.1e-8, 6.8e-9): each tile's s is exactly 1,
+//   so S is exact in double and −expm1f(d_y) keeps 1 − p_y to ~1e-4; 1 − expf(d_y) would give 0 there (expf rounds
+//   to 1 below 3e-8), relative error 1, and so would a missing lse_lo.
+void check_confident_label(Ctx& ctx) {
+    std::uniform_real_distribution<double> ud(0.0, 1.0);
+    struct Set { int64_t V, vocab_chunk; double spreads[3]; };
+    const Set sets[] = {{1000, 512, {20.7, 16, 13}}, {5000, 512, {20.7, 16, 13}}, {64, 1, {24.25, 24.75, 25.25}}};
+    const double levels[] = {20, 1000};
+    const int64_t n = 6, d = 2 + n, row_chunk = 4;  // row r: levels[r / 3], spreads[r % 3]; two row blocks
+    for (const Set& st : sets)
+        for (float T : {1.0f, 0.7f}) {
+            const int64_t V = st.V;
+            std::vector<int64_t> labels(n);
+            for (int64_t r = 0; r < n; ++r) {
+                int64_t y;
+                do y = (int64_t)(ctx.rng() % V);
+                while (std::find(labels.begin(), labels.begin() + r, y) != labels.begin() + r);
+                labels[r] = y;
+            }
+            std::vector<float> h(n * d, 0.0f), w(V * d, 0.0f);
+            for (int64_t v = 0; v < V; ++v) {
+                w[v * d] = 1.0f;
+                w[v * d + 1] = std::find(labels.begin(), labels.end(), v) != labels.end() ? 0.0f : (float)ud(ctx.rng);
+            }
+            for (int64_t r = 0; r < n; ++r) {
+                w[labels[r] * d + 2 + r] = 1.0f;
+                h[r * d] = (float)(levels[r / 3] + ud(ctx.rng));
+                h[r * d + 1] = -T;
+                h[r * d + 2 + r] = (float)(T * (st.spreads[r % 3] + log(V / 1000.0)));
+            }
+            std::vector<double> logits(n * V);
+            for (int64_t r = 0; r < n; ++r)
+                for (int64_t v = 0; v < V; ++v) {
+                    double z = 0;
+                    for (int64_t q = 0; q < d; ++q) z += (double)h[r * d + q] * (double)w[v * d + q];
+                    logits[r * V + v] = z;
+                }
+            std::vector<uint8_t> valid(n, 1);
+            std::vector<double> lp(n), H(n);
+            arbor_ref_token_stats_fwd(logits.data(), n, V, V, V, labels.data(), T, valid.data(), lp.data(), H.data(),
+                                      nullptr);
+            std::vector<float> old(n), adv(n, 1.0f), mask(n, 1.0f), weights(n);
+            for (int64_t r = 0; r < n; ++r) old[r] = (float)lp[r];
+            const std::vector<double> oldd(old.begin(), old.end()), advd(n, 1.0), maskd(n, 1.0);
+            arbor_policy_loss_config c =
+                fl_cfg(FlCase{n, d, V, V, row_chunk, st.vocab_chunk, ARBOR_CLIP_PPO, ARBOR_KL_NONE, ARBOR_AGG_TOKEN_MEAN,
+                              T, ARBOR_F32, false});
+            c.entropy_coef = 0.0f;
+            std::vector<double> g(n * V), rsums(ARBOR_PL_NUM_SUMS);
+            arbor_ref_policy_loss(&c, ARBOR_AGG_TOKEN_MEAN, 0.0, logits.data(), n, V, V, V, labels.data(), oldd.data(),
+                                  advd.data(), maskd.data(), nullptr, nullptr, 0, nullptr, g.data(), rsums.data(), nullptr);
+            double counts[ARBOR_PL_NUM_COUNTS];
+            int rc = arbor_cpu_policy_loss_weights(mask.data(), nullptr, n, 0, ARBOR_AGG_TOKEN_MEAN, 0.0, weights.data(),
+                                                   counts, nullptr, 0, 1);
+            char what[120];
+            snprintf(what, sizeof what, "V %lld tile %lldx%lld T %.1f spread %g/%g/%g fp32", (long long)V,
+                     (long long)row_chunk, (long long)st.vocab_chunk, T, st.spreads[0], st.spreads[1], st.spreads[2]);
+            DevBuf<float> dh(h), dw(w), dold(old), dadv(adv), dmask(mask), dwts(weights), gh(n * d);
+            DevBuf<int64_t> dlab(labels);
+            DevBuf<double> sums(ARBOR_PL_NUM_SUMS);
+            const int64_t wsb = arbor_fused_linear_workspace_bytes(n, V, row_chunk, st.vocab_chunk, ARBOR_F32);
+            DevBuf<unsigned char> ws(wsb);
+            if (rc == ARBOR_OK)
+                rc = arbor_cuda_fused_linear_policy_loss(&c, dh.p, n, d, d, dw.p, V, d, V, ARBOR_F32, dlab.p, ARBOR_I64,
+                                                         dold.p, dadv.p, dmask.p, dwts.p, nullptr, nullptr, nullptr,
+                                                         nullptr, gh.p, d, nullptr, d, 0, sums.p, row_chunk,
+                                                         st.vocab_chunk, ws.p, wsb, nullptr, nullptr);
+            CUDA_OK(cudaDeviceSynchronize());
+            if (rc != ARBOR_OK) {
+                printf("  fused_linear: return code %d (%s)\n", rc, arbor_cuda_last_error());
+                record_check(ctx, "fused_linear_confident_label", std::string(what) + " rc", INFINITY);
+                continue;
+            }
+            const std::vector<float> ghh = gh.download();
+            double worst = 0, qlo = 1, qhi = 0;
+            for (int64_t r = 0; r < n; ++r) {
+                const double ref = g[r * V + labels[r]];
+                worst = std::max(worst, err_ratio(ref, ghh[r * d + 2 + r], 0.5 * fabs(ref)));
+                qlo = std::min(qlo, -expm1(lp[r]));
+                qhi = std::max(qhi, -expm1(lp[r]));
+            }
+            printf("  %-28s %-60s worst relative error of g_y %.3g (bound 0.5; 1 - p_y %.2g .. %.2g)\n",
+                   "fused_linear_confident_label", what, 0.5 * worst, qlo, qhi);
+            record_check(ctx, "fused_linear_confident_label", what, worst);
+        }
 }
 
 // Row-major C[m, n] = A[m, k] Bᵀ (B [n, k]) through cuBLAS, for the unfused baseline (the library's
@@ -341,6 +440,7 @@ void check_fused_linear(Ctx& c) {
          3},
     };
     for (const FlCase& k : cases) check_case(c, k);
+    check_confident_label(c);
     if (!c.quick) time_reference_shape(c);
 }
 

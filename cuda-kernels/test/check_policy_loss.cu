@@ -352,6 +352,79 @@ void check_case(Ctx& ctx, const PlCase& k, int dtype) {
     }
 }
 
+// A confident token's label column keeps its relative precision (PolicyLossTest's
+// aConfidentTokensLabelGradientKeepsItsRelativePrecision, the same rows): logits around 20 and 1000, T 1 and 0.7,
+// the label ahead of every other logit by spread + ln(V/1000) + U[0, 1), so 1 − p_y ≈ 0.63·1000·e^-spread: 6.4e-7,
+// 7e-5, 1.4e-3. Token-mean PPO with A = 1, old = the reference log-prob (ratio 1), entropy coefficient 0:
+// g_y = g_lp (1 − p_y) / T. Bound, as the CPU test's: |g_y − ref| ≤ 0.5 |ref| (ref: arbor_ref_policy_loss in double
+// over x / T; the kernel's rounded products x·(1/T) move 1 − p_y by ≤ ~1e-4 of itself).
+// Why it can fail: pl_fused_kernel forms d_y = (z_y − lse) − lse_lo. Without lse_lo (d_y against the fp32 lse alone,
+// as token_stats_bwd has it), d_y is off by up to half an ulp of lse — 9.5e-7 at lse ~ 20, 6.1e-5 at ~1430 — against
+// 1 − p_y = 6.4e-7 on the spread-20.7 rows: g_y becomes 0 or a multiple of itself, relative error ≥ 1 (a CPU
+// emulation of this kernel's fp32 reductions: 1.0 on those rows; with lse_lo 6–10 %, from the fp32 S, whose
+// merges round S − 1 to a multiple of 2^-23). (1 − expf(d_y) for −expm1f(d_y) is not visible here: with S that
+// coarse, expf(d_y) is 1 − (S − 1) exactly; check_fused_linear.cu's one-column-tile rows, whose S is double, see it.)
+void check_confident_label(Ctx& ctx) {
+    std::uniform_real_distribution<double> ud(0.0, 1.0);
+    const double levels[] = {20, 1000}, spreads[] = {20.7, 16, 13};
+    const int64_t n = 6;  // row r: levels[r / 3], spreads[r % 3]
+    for (int64_t V : {1000, 5000})
+        for (float T : {1.0f, 0.7f}) {
+            const PlCase k{n, V, V, V, ARBOR_CLIP_PPO, ARBOR_KL_NONE, ARBOR_AGG_TOKEN_MEAN, T, 0.0f, false, true};
+            const arbor_policy_loss_config c = make_cfg(k);
+            std::vector<float> x(n * V), old(n), adv(n, 1.0f), mask(n, 1.0f), w(n);
+            std::vector<int64_t> labels(n);
+            for (int64_t r = 0; r < n; ++r) {
+                const int64_t y = 1 + (int64_t)(ctx.rng() % (V - 2));
+                float* row = &x[r * V];
+                labels[r] = y;
+                row[y] = (float)(levels[r / 3] + ud(ctx.rng));
+                for (int64_t j = 0; j < V; ++j)
+                    if (j != y) row[j] = (float)(row[y] - T * (spreads[r % 3] + log(V / 1000.0) + ud(ctx.rng)));
+            }
+            const std::vector<double> seen(x.begin(), x.end());
+            std::vector<uint8_t> valid(n, 1);
+            std::vector<double> lp(n), H(n);
+            arbor_ref_token_stats_fwd(seen.data(), n, V, V, V, labels.data(), T, valid.data(), lp.data(), H.data(),
+                                      nullptr);
+            for (int64_t r = 0; r < n; ++r) old[r] = (float)lp[r];
+            const std::vector<double> oldd(old.begin(), old.end()), advd(n, 1.0), maskd(n, 1.0);
+            std::vector<double> rgrad(n * V), rsums(ARBOR_PL_NUM_SUMS);
+            arbor_ref_policy_loss(&c, ARBOR_AGG_TOKEN_MEAN, 0.0, seen.data(), n, V, V, V, labels.data(), oldd.data(),
+                                  advd.data(), maskd.data(), nullptr, nullptr, 0, nullptr, rgrad.data(), rsums.data(),
+                                  nullptr);
+            double counts[ARBOR_PL_NUM_COUNTS];
+            int rc = arbor_cpu_policy_loss_weights(mask.data(), nullptr, n, 0, ARBOR_AGG_TOKEN_MEAN, 0.0, w.data(), counts,
+                                                   nullptr, 0, 1);
+            char what[120];
+            snprintf(what, sizeof what, "V=%lld T=%.1f x_y~20/1000 spread 20.7/16/13 fp32", (long long)V, T);
+            DevBuf<float> dx(x), dold(old), dadv(adv), dmask(mask), dw(w), dg(n * V);
+            DevBuf<int64_t> dl(labels);
+            DevBuf<double> dsums(ARBOR_PL_NUM_SUMS);
+            const int64_t wsb = arbor_policy_loss_workspace_bytes(n, 0);
+            DevBuf<unsigned char> dws(wsb);
+            if (rc == ARBOR_OK)
+                rc = fused(ARBOR_F32, c, dx.p, k, dl.p, dold.p, dadv.p, dmask.p, dw.p, nullptr, nullptr, nullptr, nullptr,
+                           nullptr, dg.p, ARBOR_F32, dsums.p, dws.p, wsb);
+            CUDA_OK(cudaDeviceSynchronize());
+            if (rc != ARBOR_OK) {
+                record_check(ctx, "policy_loss_confident_label", std::string(what) + " rc!=0", INFINITY);
+                continue;
+            }
+            const std::vector<float> g = dg.download();
+            double worst = 0, qlo = 1, qhi = 0;
+            for (int64_t r = 0; r < n; ++r) {
+                const double ref = rgrad[r * V + labels[r]];
+                worst = std::max(worst, err_ratio(ref, g[r * V + labels[r]], 0.5 * fabs(ref)));
+                qlo = std::min(qlo, -expm1(lp[r]));
+                qhi = std::max(qhi, -expm1(lp[r]));
+            }
+            printf("  %-28s %-60s worst relative error of g_y %.3g (bound 0.5; 1 - p_y %.2g .. %.2g)\n",
+                   "policy_loss_confident_label", what, 0.5 * worst, qlo, qhi);
+            record_check(ctx, "policy_loss_confident_label", what, worst);
+        }
+}
+
 // Deterministic pseudo-random N(0, scale²) logits on the device (inputs too large for the host).
 __global__ void pl_fill_logits(uint16_t* bf16, float* f32, int64_t n, uint64_t seed, float scale) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -463,6 +536,7 @@ void check_policy_loss(Ctx& c) {
     check_case(c, PlCase{(1 << 20) + 7, 8, 8, 7, ARBOR_CLIP_PPO, ARBOR_KL_K3, ARBOR_AGG_SEQ_MEAN_TOKEN_MEAN, 1.0f, 0.01f,
                          true, false},
                ARBOR_BF16);
+    check_confident_label(c);
     if (!c.quick) time_reference_shapes(c);
 }
 

@@ -305,16 +305,9 @@ void check_confident_label(Ctx& ctx) {
                 continue;
             }
             const std::vector<float> ghh = gh.download();
-            double worst = 0, qlo = 1, qhi = 0;
-            for (int64_t r = 0; r < n; ++r) {
-                const double ref = g[r * V + labels[r]];
-                worst = std::max(worst, err_ratio(ref, ghh[r * d + 2 + r], 0.5 * fabs(ref)));
-                qlo = std::min(qlo, -expm1(lp[r]));
-                qhi = std::max(qhi, -expm1(lp[r]));
-            }
-            printf("  %-28s %-60s worst relative error of g_y %.3g (bound 0.5; 1 - p_y %.2g .. %.2g)\n",
-                   "fused_linear_confident_label", what, 0.5 * worst, qlo, qhi);
-            record_check(ctx, "fused_linear_confident_label", what, worst);
+            record_confident_label(ctx, "fused_linear_confident_label", what, n,
+                                   [&](int64_t r) { return g[r * V + labels[r]]; },
+                                   [&](int64_t r) { return (double)ghh[r * d + 2 + r]; }, lp);
         }
 }
 

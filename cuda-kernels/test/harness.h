@@ -143,6 +143,24 @@ inline double err_ratio(double expected, double actual, double tol) {
     return fabs(expected - actual) / tol;
 }
 
+// A confident token's label gradient (check_policy_loss, check_fused_linear): the worst relative error of got(r)
+// against the double reference ref(r) over rows [0, n), bound 0.5 as PolicyLossTest's CPU check, printed with the
+// rows' range of 1 - p_y (from their reference log-probs lp[r]) and recorded as `kernel`.
+template <class Ref, class Got>
+inline void record_confident_label(Ctx& c, const char* kernel, const std::string& what, int64_t n, Ref ref, Got got,
+                                   const std::vector<double>& lp) {
+    double worst = 0, qlo = 1, qhi = 0;
+    for (int64_t r = 0; r < n; ++r) {
+        const double want = ref(r);
+        worst = std::max(worst, err_ratio(want, got(r), 0.5 * fabs(want)));
+        qlo = std::min(qlo, -expm1(lp[r]));
+        qhi = std::max(qhi, -expm1(lp[r]));
+    }
+    printf("  %-28s %-60s worst relative error of g_y %.3g (bound 0.5; 1 - p_y %.2g .. %.2g)\n", kernel, what.c_str(),
+           0.5 * worst, qlo, qhi);
+    record_check(c, kernel, what, worst);
+}
+
 // Random logits like the Java tests' Logits.random: N(0, 3²) rows, with ±1e4 rows, small rows, rows
 // with some -inf, point-mass rows; junk (NaN, +inf) in padding columns the kernels must never read.
 inline std::vector<float> random_logits(std::mt19937_64& rng, int64_t rows, int64_t stride, int64_t limit,

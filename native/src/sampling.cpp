@@ -642,6 +642,32 @@ static int64_t topk_draw(const typename Tag::T* row, int64_t n, float inv_t, flo
     float* z = sc.z.data();
     int32_t* idx = sc.idx.data();
     if (tau != -INFINITY) m = keep_from(z, idx, m, tau);  // min-p
+    if (rp.p < 1.0f && m >= 1 && m <= 256) {
+        // top-k then top-p from one sort of the short list, (key, position) descending: the k-th key (radix_select's
+        // count-only value) keeps a prefix with its ties; on that prefix the first key where the masses from the top
+        // reach top-p's target is radix_select's weighted value (top_p_cut's) — the same thresholds, without the
+        // selection, the compaction and the second sort between them (bench/RESULTS.md, kernel run 16)
+        uint64_t t[256];  // key above, position below
+        for (int64_t i = 0; i < m; ++i) t[i] = (uint64_t)smath::order_key(z[i]) << 32 | (uint64_t)i;
+        std::sort(t, t + m, std::greater<uint64_t>());
+        int64_t mk = m;  // the top-k kept: a prefix of the sorted list (ties of the k-th kept)
+        if (m > rp.k) {
+            const uint64_t kth = t[rp.k - 1] >> 32;
+            while (mk > rp.k && (t[mk - 1] >> 32) < kth) --mk;
+        }
+        alignas(64) float zs[256 + 16];  // the prefix's values in sorted order (their exps: e[0:mk])
+        for (int64_t i = 0; i < mk; ++i) zs[i] = z[t[i] & 0xffffffffu];
+        for (int64_t i = mk; i < mk + 16; ++i) zs[i] = -INFINITY;
+        SI::exp_rel(zs, mk, zmax, sc.e.data());
+        int64_t listed = 0;
+        for (int64_t i = 0; i < mk; ++i) listed += sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
+        const int64_t target = smath::top_p_target(rp.p, listed);
+        int64_t cum = 0, j = 0;
+        while (j < mk - 1 && (cum += sc.w[j]) < target) ++j;
+        tau = smath::key_value((uint32_t)(t[j] >> 32));
+        m = keep_from(z, idx, m, tau);
+        return race_kept<SI, Tag>(row, n, inv_t, tau, zmax, rp, sc, m, lp_sampled);
+    }
     if (m > rp.k) {  // top-k cuts: the k-th largest kept value, ties kept
         for (int64_t i = 0; i < m; ++i) sc.keys[i] = smath::order_key(z[i]);
         tau = smath::key_value(radix_select(sc.keys.data(), nullptr, m, rp.k));

@@ -1,7 +1,8 @@
 // The top-k sampler's cost split on one thread (thread CPU time, best of N, 64 rows of N(0, 3^2) logits): the
 // statistics pass alone (the forward's), the same pass with the top-k candidates' sink (its collection), and the
 // whole sampler with top-k K + top-p 0.9 (the collection plus the draw), each as a multiple of the first; with the
-// candidates held at the end of the pass per row. Used by bench/RESULTS.md (kernel run 16):
+// candidates held at the end of the pass per row. Used by bench/RESULTS.md (kernel run 16; bench/topk-share-ab.sh REV
+// builds it against two trees and alternates them):
 //   g++ -O2 -std=c++17 -Inative/include -Inative/src bench/native/topk_share.cpp -o /tmp/topk_share -lpthread
 //   /tmp/topk_share [avx512|avx2] [V] [N] [K] [bf16 0|1]
 #include "arbor_cpu.cpp"

@@ -458,18 +458,23 @@ static inline void write_token(void* tokens, int token_dtype, int64_t r, int64_t
         ((int64_t*)tokens)[r] = y;
 }
 
+// The exps e^{z - zmax} of the listed values z[0:m] into sc.e (z may be sc.e itself) and their top-p masses into sc.w
+// (smath::mass_of's integers); returns the masses' sum.
+template <class SI>
+static int64_t list_masses(const float* z, int64_t m, float zmax, SampleScratch& sc) {
+    SI::exp_rel(z, m, zmax, sc.e.data());
+    int64_t listed = 0;
+    for (int64_t i = 0; i < m; ++i) listed += sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
+    return listed;
+}
+
 // Top-p on the kept list z[0:m] (columns idx): keeps the values from the top whose mass reaches p of
 // `total`, or of the list's own mass when total < 0; sets *tau to the threshold. Returns the new length.
 template <class SI>
 static int64_t top_p_cut(float* z, int32_t* idx, int64_t m, float zmax, float p, int64_t total, SampleScratch& sc,
                          float* tau) {
-    SI::exp_rel(z, m, zmax, sc.e.data());
-    int64_t listed = 0;
-    for (int64_t i = 0; i < m; ++i) {
-        sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
-        sc.keys[i] = smath::order_key(z[i]);
-        listed += sc.w[i];
-    }
+    const int64_t listed = list_masses<SI>(z, m, zmax, sc);
+    for (int64_t i = 0; i < m; ++i) sc.keys[i] = smath::order_key(z[i]);
     *tau = smath::key_value(radix_select(sc.keys.data(), sc.w.data(), m, smath::top_p_target(p, total < 0 ? listed : total)));
     return keep_from(z, idx, m, *tau);
 }
@@ -655,13 +660,9 @@ static int64_t topk_draw(const typename Tag::T* row, int64_t n, float inv_t, flo
             const uint64_t kth = t[rp.k - 1] >> 32;
             while (mk > rp.k && (t[mk - 1] >> 32) < kth) --mk;
         }
-        alignas(64) float zs[256 + 16];  // the prefix's values in sorted order (their exps: e[0:mk])
+        float* zs = sc.e.data();  // the prefix's values in sorted order, then (in place) their exps
         for (int64_t i = 0; i < mk; ++i) zs[i] = z[t[i] & 0xffffffffu];
-        for (int64_t i = mk; i < mk + 16; ++i) zs[i] = -INFINITY;
-        SI::exp_rel(zs, mk, zmax, sc.e.data());
-        int64_t listed = 0;
-        for (int64_t i = 0; i < mk; ++i) listed += sc.w[i] = (int64_t)smath::f_mul(sc.e[i], ARBOR_SM_MASS_SCALE);
-        const int64_t target = smath::top_p_target(rp.p, listed);
+        const int64_t target = smath::top_p_target(rp.p, list_masses<SI>(zs, mk, zmax, sc));
         int64_t cum = 0, j = 0;
         while (j < mk - 1 && (cum += sc.w[j]) < target) ++j;
         tau = smath::key_value((uint32_t)(t[j] >> 32));
